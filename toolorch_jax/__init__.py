@@ -1,0 +1,1 @@
+"""toolorch_jax: ToolOrchestra in JAX."""

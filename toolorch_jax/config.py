@@ -1,0 +1,89 @@
+"""Typed configs: OmegaConf structured schemas loaded from YAML with `key.sub=value` overrides.
+
+Every config in the project is a dataclass schema. YAML files and command-line overrides are merged
+onto it, so an unknown key or a value of the wrong type fails at load time with a message naming the
+key (and the file), instead of surfacing as an AttributeError deep inside a training run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Sequence, TypeVar
+
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
+
+T = TypeVar("T")
+
+CONFIG_DIR_ENV = "TOOLORCH_CONFIG_DIR"
+
+
+class ConfigError(ValueError):
+  """A config could not be loaded; the message names the key, value and source."""
+
+
+def config_dir() -> Path:
+  """The project's `configs/` folder (override with $TOOLORCH_CONFIG_DIR)."""
+  if env := os.environ.get(CONFIG_DIR_ENV):
+    return Path(env)
+  return Path(__file__).resolve().parent.parent / "configs"
+
+
+def _describe(err: OmegaConfBaseException, source: str) -> str:
+  key = getattr(err, "full_key", None) or getattr(err, "key", None)
+  # OmegaConf appends a multi-line "full_key: ... object_type=..." trailer; keep the first line.
+  reason = str(err).split("\n")[0].strip()
+  if isinstance(err, ConfigKeyError):
+    return f"{source}: unknown key '{key}' ({reason})"
+  if isinstance(err, ValidationError):
+    return f"{source}: bad value for key '{key}': {reason}"
+  return f"{source}: {reason} (key '{key}')"
+
+
+def _merge(base: Any, update: Any, source: str) -> Any:
+  try:
+    return OmegaConf.merge(base, update)
+  except OmegaConfBaseException as err:
+    raise ConfigError(_describe(err, source)) from None
+
+
+def read_yaml(path: str | os.PathLike) -> Any:
+  """Loads one YAML file into an OmegaConf node, with clear errors for a missing or broken file."""
+  path = Path(path)
+  if not path.is_file():
+    raise ConfigError(f"config file not found: {path}")
+  try:
+    return OmegaConf.load(path)
+  except Exception as err:  # yaml.YAMLError and friends: report the file, keep the parser's message.
+    raise ConfigError(f"{path}: not valid YAML: {err}") from None
+
+
+def load_config(
+    schema: type[T],
+    path: str | os.PathLike | None = None,
+    overrides: Sequence[str] = (),
+) -> T:
+  """Builds a `schema` instance from defaults, an optional YAML file and `a.b=value` overrides."""
+  node = OmegaConf.structured(schema)
+  if path is not None:
+    node = _merge(node, read_yaml(path), str(path))
+  for item in overrides:
+    if "=" not in item:
+      raise ConfigError(f"override '{item}' is not of the form key.sub=value")
+    try:
+      update = OmegaConf.from_dotlist([item])
+    except OmegaConfBaseException as err:
+      raise ConfigError(f"override '{item}': {err}") from None
+    node = _merge(node, update, f"override '{item}'")
+  try:
+    return OmegaConf.to_object(node)
+  except OmegaConfBaseException as err:
+    raise ConfigError(_describe(err, str(path or "config"))) from None
+
+
+def to_yaml(config: Any) -> str:
+  """The YAML text of a config dataclass, as written beside checkpoints and runs."""
+  assert dataclasses.is_dataclass(config)
+  return OmegaConf.to_yaml(OmegaConf.structured(config))

@@ -1,0 +1,142 @@
+"""The Qwen3 decoder: `model(tokens, positions, cache, attention_mask) -> (float32 logits, cache)`."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+
+from toolorch_jax.model.cache import KVCache
+from toolorch_jax.model.config import ModelConfig
+from toolorch_jax.model.layers import INIT_STD, MLP, Attention, RMSNorm, sharded_param
+from toolorch_jax.model.sharding import constrain, logical_to_spec
+
+REMAT = {
+    "full": None,  # jax.checkpoint's default: save nothing, recompute the layer in the backward pass
+    "dots_saveable": jax.checkpoint_policies.dots_saveable,
+}
+
+
+class DecoderLayer(nnx.Module):
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    pdt = jnp.dtype(config.param_dtype)
+    self.input_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, pdt, rngs=rngs)
+    self.attn = Attention(config, rngs=rngs)
+    self.post_attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, pdt, rngs=rngs)
+    self.mlp = MLP(config, rngs=rngs)
+
+  def __call__(self, x, positions, mask, kv, slots):
+    h, kv = self.attn(self.input_norm(x), positions, mask, kv, slots)
+    x = x + h
+    return x + self.mlp(self.post_attn_norm(x)), kv
+
+
+def _layer_step(layer: DecoderLayer, x, positions, mask, kv, slots):
+  return layer(x, positions, mask, kv, slots)
+
+
+class Qwen3(nnx.Module):
+  """Qwen3ForCausalLM as a Flax NNX module; parameters carry logical-axis sharding annotations."""
+
+  def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
+    self.config = config
+    pdt = jnp.dtype(config.param_dtype)
+    init = nnx.initializers.normal(INIT_STD)
+    v, e = config.vocab_size, config.hidden_size
+    self.embedding = sharded_param(rngs, init, (v, e), ("vocab", "embed"), pdt)
+    self.layers = nnx.List([DecoderLayer(config, rngs=rngs) for _ in range(config.num_layers)])
+    self.final_norm = RMSNorm(e, config.rms_norm_eps, pdt, rngs=rngs)
+    self.lm_head = (None if config.tie_word_embeddings
+                    else sharded_param(rngs, init, (e, v), ("embed", "vocab"), pdt))
+
+  def init_cache(self, batch_size: int, max_length: int) -> KVCache:
+    """An empty KV cache for `batch_size` rows of up to `max_length` tokens."""
+    cfg = self.config
+    return KVCache.zeros(cfg.num_layers, batch_size, max_length, cfg.num_kv_heads, cfg.head_dim,
+                         jnp.dtype(cfg.dtype))
+
+  def __call__(
+      self,
+      tokens: jax.Array,
+      positions: jax.Array,
+      cache: KVCache | None = None,
+      attention_mask: jax.Array | None = None,
+      segment_ids: jax.Array | None = None,
+  ) -> tuple[jax.Array, KVCache | None]:
+    """Logits [B, T, V] in float32 and the updated cache.
+
+    attention_mask [B, T]: 1 for real tokens, 0 for padding (never attended to, also later from the
+    cache). segment_ids [B, T]: packed sequences attend only within their segment (0 = padding);
+    training only, not combined with a cache. Positions are given explicitly so left padding and
+    packing need no special cases.
+    """
+    cfg = self.config
+    dt = jnp.dtype(cfg.dtype)
+    if attention_mask is None:
+      attention_mask = jnp.ones(tokens.shape, jnp.int32)
+    if cache is None:
+      seg = attention_mask.astype(jnp.int32) if segment_ids is None else segment_ids
+      idx = jnp.arange(tokens.shape[1])
+      mask = ((seg[:, :, None] == seg[:, None, :]) & (seg[:, None, :] != 0)
+              & (idx[None, :, None] >= idx[None, None, :]))
+      slots = None
+    else:
+      if segment_ids is not None:
+        raise ValueError("segment_ids (packed sequences) cannot be combined with a KV cache")
+      slots = cache.write_slots(tokens.shape[1])
+      cache = cache.advance(attention_mask)
+      mask = cache.valid[:, None, :] & (jnp.arange(cache.max_length)[None, None, :]
+                                        <= slots[:, :, None])
+
+    x = jnp.take(self.embedding[...], tokens, axis=0).astype(dt)
+    x = constrain(x, ("batch", "seq", "act_embed"))
+    step = _layer_step
+    if cfg.remat != "none":
+      step = nnx.remat(_layer_step, policy=REMAT[cfg.remat])
+    new_keys, new_values = [], []
+    for i, layer in enumerate(self.layers):
+      kv = None if cache is None else (cache.keys[i], cache.values[i])
+      x, kv = step(layer, x, positions, mask, kv, slots)
+      if kv is not None:
+        new_keys.append(kv[0])
+        new_values.append(kv[1])
+    x = self.final_norm(x)
+    if self.lm_head is None:
+      logits = jnp.einsum("bte,ve->btv", x, self.embedding[...].astype(dt),
+                          preferred_element_type=jnp.float32)
+    else:
+      logits = jnp.einsum("bte,ev->btv", x, self.lm_head[...].astype(dt),
+                          preferred_element_type=jnp.float32)
+    logits = constrain(logits.astype(jnp.float32), ("batch", "seq", "act_vocab"))
+    if cache is not None:
+      cache = cache.replace(keys=tuple(new_keys), values=tuple(new_values))
+    return logits, cache
+
+
+def create_model(config: ModelConfig, *, mesh: Mesh | None = None, seed: int = 0) -> Qwen3:
+  """Randomly initialised model; with a mesh, each parameter is created directly as its shards."""
+  build = nnx.jit(lambda: Qwen3(config, rngs=nnx.Rngs(seed)))
+  if mesh is None:
+    return build()
+  with jax.set_mesh(mesh):
+    return build()
+
+
+def abstract_model(config: ModelConfig, *, mesh: Mesh | None = None) -> Qwen3:
+  """Shapes, dtypes and shardings of the model without allocating any weights."""
+  build = lambda: Qwen3(config, rngs=nnx.Rngs(0))
+  if mesh is None:
+    return nnx.eval_shape(build)
+  with jax.set_mesh(mesh):
+    return nnx.as_abstract(nnx.eval_shape(build))
+
+
+def shard_model(model: Qwen3, mesh: Mesh) -> Qwen3:
+  """A copy of `model` laid out on `mesh` by its parameters' logical axes (e.g. train -> serve)."""
+  graphdef, state = nnx.split(model)
+  with jax.set_mesh(mesh):
+    shardings = jax.tree.map(
+        lambda v: NamedSharding(mesh, logical_to_spec(v.get_metadata()["logical_axes"], v.shape)),
+        state, is_leaf=lambda x: isinstance(x, nnx.Variable))
+  return nnx.merge(graphdef, jax.device_put(state, shardings))
