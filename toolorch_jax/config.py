@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence, TypeVar
 
+from etils import epath
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException, ValidationError
 
@@ -50,12 +51,12 @@ def _merge(base: Any, update: Any, source: str) -> Any:
 
 
 def read_yaml(path: str | os.PathLike) -> Any:
-  """Loads one YAML file into an OmegaConf node, with clear errors for a missing or broken file."""
-  path = Path(path)
+  """Loads one YAML file (local or gs://) into an OmegaConf node; clear errors if missing or broken."""
+  path = epath.Path(path)
   if not path.is_file():
     raise ConfigError(f"config file not found: {path}")
   try:
-    return OmegaConf.load(path)
+    return OmegaConf.create(path.read_text())
   except Exception as err:  # yaml.YAMLError and friends: report the file, keep the parser's message.
     raise ConfigError(f"{path}: not valid YAML: {err}") from None
 

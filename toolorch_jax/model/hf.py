@@ -21,7 +21,7 @@ import ml_dtypes
 import numpy as np
 from flax import nnx
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh
+from jax.sharding import Mesh, NamedSharding
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
@@ -129,12 +129,12 @@ class _SafetensorsReader:
     return self._handles[file].get_tensor(name)
 
 
-def _place(host: np.ndarray, variable: nnx.Param, dtype: np.dtype) -> jax.Array:
+def _place(host: np.ndarray, variable: nnx.Param, dtype: np.dtype, mesh: Mesh | None) -> jax.Array:
   """Puts a host tensor on devices, each device receiving only its own shard."""
   host = host.astype(dtype, copy=False)
-  sharding = getattr(variable.get_value(), "sharding", None)
-  if sharding is None:
+  if mesh is None:
     return jnp.asarray(host)
+  sharding = NamedSharding(mesh, variable.get_value().sharding.spec)
   return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
 
 
@@ -159,7 +159,7 @@ def load_hf(path: str | Path, dtype: str = "float32", mesh: Mesh | None = None,
     if array.shape != shape:
       raise ConfigError(f"{directory}: tensor '{name}' has shape {hf_array.shape}, which does not"
                         f" fit parameter '{nnx_path}' {shape} of config.json's model")
-    variable.set_value(_place(array, variable, np_dtype))
+    variable.set_value(_place(array, variable, np_dtype, mesh))
     used.add(name)
   unused = set(reader.weight_map) - used - ({"lm_head.weight"} if config.tie_word_embeddings else set())
   if unused:

@@ -71,29 +71,9 @@ class Qwen3(nnx.Module):
     training only, not combined with a cache. Positions are given explicitly so left padding and
     packing need no special cases.
     """
-    cfg = self.config
-    dt = jnp.dtype(cfg.dtype)
-    if attention_mask is None:
-      attention_mask = jnp.ones(tokens.shape, jnp.int32)
-    if cache is None:
-      seg = attention_mask.astype(jnp.int32) if segment_ids is None else segment_ids
-      idx = jnp.arange(tokens.shape[1])
-      mask = ((seg[:, :, None] == seg[:, None, :]) & (seg[:, None, :] != 0)
-              & (idx[None, :, None] >= idx[None, None, :]))
-      slots = None
-    else:
-      if segment_ids is not None:
-        raise ValueError("segment_ids (packed sequences) cannot be combined with a KV cache")
-      slots = cache.write_slots(tokens.shape[1])
-      cache = cache.advance(attention_mask)
-      mask = cache.valid[:, None, :] & (jnp.arange(cache.max_length)[None, None, :]
-                                        <= slots[:, :, None])
-
-    x = jnp.take(self.embedding[...], tokens, axis=0).astype(dt)
-    x = constrain(x, ("batch", "seq", "act_embed"))
-    step = _layer_step
-    if cfg.remat != "none":
-      step = nnx.remat(_layer_step, policy=REMAT[cfg.remat])
+    mask, slots, cache = attention_mask_for(tokens.shape, cache, attention_mask, segment_ids)
+    x = self.embed(tokens)
+    step = self.layer_step
     new_keys, new_values = [], []
     for i, layer in enumerate(self.layers):
       kv = None if cache is None else (cache.keys[i], cache.values[i])
@@ -101,17 +81,51 @@ class Qwen3(nnx.Module):
       if kv is not None:
         new_keys.append(kv[0])
         new_values.append(kv[1])
-    x = self.final_norm(x)
-    if self.lm_head is None:
-      logits = jnp.einsum("bte,ve->btv", x, self.embedding[...].astype(dt),
-                          preferred_element_type=jnp.float32)
-    else:
-      logits = jnp.einsum("bte,ev->btv", x, self.lm_head[...].astype(dt),
-                          preferred_element_type=jnp.float32)
-    logits = constrain(logits.astype(jnp.float32), ("batch", "seq", "act_vocab"))
     if cache is not None:
       cache = cache.replace(keys=tuple(new_keys), values=tuple(new_values))
-    return logits, cache
+    return self.unembed(x), cache
+
+  def embed(self, tokens: jax.Array) -> jax.Array:
+    # Gather the table over fsdp first (as FSDP does for every weight): a gather from a table split
+    # on both axes makes XLA replicate it in an unplanned way.
+    table = constrain(self.embedding[...], ("vocab", None))
+    x = jnp.take(table, tokens, axis=0).astype(jnp.dtype(self.config.dtype))
+    return constrain(x, ("batch", "seq", "act_embed"))
+
+  @property
+  def layer_step(self):
+    """`(layer, x, positions, mask, kv, slots) -> (x, kv)`, rematerialised as configured."""
+    if self.config.remat == "none":
+      return _layer_step
+    return nnx.remat(_layer_step, policy=REMAT[self.config.remat])
+
+  def unembed(self, x: jax.Array) -> jax.Array:
+    """Final norm and output projection (the embedding when tied) to float32 logits."""
+    x = self.final_norm(x)
+    if self.lm_head is None:
+      weight, spec = self.embedding[...], "bte,ve->btv"
+    else:
+      weight, spec = self.lm_head[...], "bte,ev->btv"
+    logits = jnp.einsum(spec, x, weight.astype(x.dtype), preferred_element_type=jnp.float32)
+    return constrain(logits, ("batch", "seq", "act_vocab"))
+
+
+def attention_mask_for(shape: tuple[int, int], cache: KVCache | None, attention_mask, segment_ids):
+  """Which keys each query may see [B, T, S], the cache slots written, and the advanced cache."""
+  if attention_mask is None:
+    attention_mask = jnp.ones(shape, jnp.int32)
+  if cache is None:
+    seg = attention_mask.astype(jnp.int32) if segment_ids is None else segment_ids
+    idx = jnp.arange(shape[1])
+    mask = ((seg[:, :, None] == seg[:, None, :]) & (seg[:, None, :] != 0)
+            & (idx[None, :, None] >= idx[None, None, :]))
+    return mask, None, None
+  if segment_ids is not None:
+    raise ValueError("segment_ids (packed sequences) cannot be combined with a KV cache")
+  slots = cache.write_slots(shape[1])
+  cache = cache.advance(attention_mask)
+  mask = cache.valid[:, None, :] & (jnp.arange(cache.max_length)[None, None, :] <= slots[:, :, None])
+  return mask, slots, cache
 
 
 def create_model(config: ModelConfig, *, mesh: Mesh | None = None, seed: int = 0) -> Qwen3:

@@ -1,0 +1,106 @@
+"""The `toolorch` command: one entry point, a subcommand per job."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from toolorch_jax.config import ConfigError
+
+
+def _force_fake_devices(count: int) -> None:
+  """Plans compile for `count` fake CPU devices. XLA reads these flags when JAX first touches a
+  device, so this must run before anything asks JAX for devices (importing JAX is fine)."""
+  import jax
+
+  flags = [f for f in os.environ.get("XLA_FLAGS", "").split()
+           if not f.startswith("--xla_force_host_platform_device_count")]
+  os.environ["XLA_FLAGS"] = " ".join(flags + [f"--xla_force_host_platform_device_count={count}"])
+  jax.config.update("jax_platforms", "cpu")
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+  from toolorch_jax.model.sharding import MeshConfig
+
+  mesh = MeshConfig.parse(args.mesh)
+  if mesh.num_devices is None:
+    raise ConfigError("--mesh: give every axis a size (no -1) for a plan")
+  _force_fake_devices(mesh.num_devices)
+  from toolorch_jax.model.config import load_model_config
+  from toolorch_jax.model.plan import plan_memory
+
+  config = load_model_config(args.model, args.overrides)
+  batch = args.batch or mesh.data * mesh.fsdp
+  plan = plan_memory(config, mesh, model_name=args.model, batch=batch, seq_len=args.seq_len,
+                     hbm_gib=args.hbm_gib)
+  print(plan.render())
+  return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+  from toolorch_jax import checkpoint
+  from toolorch_jax.model import load_hf, save_hf
+
+  if checkpoint.is_model_checkpoint(args.src):
+    model, config = checkpoint.load_model(args.src, dtype=args.dtype)
+    source = "orbax"
+  elif os.path.isfile(os.path.join(args.src, "config.json")):
+    model, config = load_hf(args.src, dtype=args.dtype or "float32")
+    source = "hf"
+  else:
+    raise ConfigError(f"{args.src}: neither a Hugging Face directory (config.json) nor a"
+                      f" toolorch checkpoint ({checkpoint.CONFIG_FILE})")
+  if args.to == "hf":
+    save_hf(model, config, args.dst)
+  else:
+    checkpoint.save_model(model, config, args.dst)
+  print(f"converted {source} {args.src} -> {args.to} {args.dst}"
+        f" ({config.num_params:,} parameters, {config.param_dtype})")
+  return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+      prog="toolorch", description="Train and serve tool-orchestration policies in JAX.")
+  sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+  plan = sub.add_parser(
+      "plan", help="per-device memory of a training step, compiled on fake devices",
+      description="Compile one AdamW training step for a model preset on a mesh of fake CPU devices"
+      " (no weights are materialised) and print per-device bytes for parameters, optimizer state,"
+      " gradients and activations from XLA's memory analysis, and whether it fits.")
+  plan.add_argument("--model", default="qwen3-8b", help="preset name in configs/model/ or a YAML path")
+  plan.add_argument("--mesh", default="fsdp=8", help="mesh axes, e.g. fsdp=8 or data=2,fsdp=4,tensor=2")
+  plan.add_argument("--hbm-gib", type=float, default=80.0, help="memory per device in GiB")
+  plan.add_argument("--batch", type=int, default=0,
+                    help="global batch in sequences (default: one per data*fsdp shard)")
+  plan.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence")
+  plan.add_argument("overrides", nargs="*", help="model config overrides, e.g. remat=none")
+  plan.set_defaults(func=cmd_plan)
+
+  convert = sub.add_parser(
+      "convert", help="convert weights between Hugging Face and orbax checkpoints",
+      description="Convert a Hugging Face Qwen3 directory or a toolorch orbax checkpoint (format"
+      " detected from SRC) into the format given by --to, optionally casting the dtype.")
+  convert.add_argument("src", help="Hugging Face directory or toolorch checkpoint (local or gs://)")
+  convert.add_argument("dst", help="output directory (local or gs://)")
+  convert.add_argument("--to", choices=("hf", "orbax"), required=True, help="output format")
+  convert.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
+                       help="cast the weights (default: keep)")
+  convert.set_defaults(func=cmd_convert)
+  return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = build_parser().parse_args(argv)
+  try:
+    return args.func(args)
+  except (ConfigError, FileNotFoundError, RuntimeError) as err:
+    print(f"toolorch {args.command}: error: {err}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+  sys.exit(main())
