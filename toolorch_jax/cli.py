@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
   convert.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
                        help="cast the weights (default: keep)")
   convert.set_defaults(func=cmd_convert)
+
+  from toolorch_jax.tokenizer import cli as tokenizer_cli
+  tokenizer_cli.add_parser(sub)
   return parser
 
 
