@@ -13,10 +13,10 @@ from toolorch_jax.checkpoint import load_model
 from toolorch_jax.model import MeshConfig, create_model, load_model_config, save_hf
 from toolorch_jax.model.plan import plan_memory
 
-SUBCOMMANDS = ["plan", "convert"]
+SUBCOMMANDS = [["plan"], ["convert"], ["tokenizer"], ["tokenizer", "train"], ["tokenizer", "encode"]]
 
 
-@pytest.mark.parametrize("argv", [["--help"]] + [[name, "--help"] for name in SUBCOMMANDS])
+@pytest.mark.parametrize("argv", [["--help"]] + [name + ["--help"] for name in SUBCOMMANDS])
 def test_help(argv, capsys):
   with pytest.raises(SystemExit) as exit_info:
     cli.main(argv)
