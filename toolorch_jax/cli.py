@@ -91,8 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cast the weights (default: keep)")
   convert.set_defaults(func=cmd_convert)
 
+  from toolorch_jax.serving import cli as serving_cli
   from toolorch_jax.tokenizer import cli as tokenizer_cli
+  from toolorch_jax.tools import cli as tools_cli
+  serving_cli.add_parser(sub)
   tokenizer_cli.add_parser(sub)
+  tools_cli.add_parser(sub)
   return parser
 
 
@@ -100,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   args = build_parser().parse_args(argv)
   try:
     return args.func(args)
-  except (ConfigError, FileNotFoundError, RuntimeError) as err:
+  except (ConfigError, FileNotFoundError, RuntimeError, ImportError) as err:
     print(f"toolorch {args.command}: error: {err}", file=sys.stderr)
     return 2
 

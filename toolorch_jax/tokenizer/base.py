@@ -7,9 +7,11 @@ from typing import Protocol, Sequence, runtime_checkable
 ENDOFTEXT = "<|endoftext|>"
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
+# Turn delimiters: what `decode(..., skip_special_tokens=True)` drops (Qwen3 flags these special).
+CONTROL_TOKENS = (ENDOFTEXT, IM_START, IM_END)
 # Qwen3's chat and tool protocol tokens; every backend must encode each as exactly one id.
-CHAT_TOKENS = (ENDOFTEXT, IM_START, IM_END, "<think>", "</think>", "<tool_call>", "</tool_call>",
-               "<tool_response>", "</tool_response>")
+CHAT_TOKENS = CONTROL_TOKENS + ("<think>", "</think>", "<tool_call>", "</tool_call>",
+                                "<tool_response>", "</tool_response>")
 
 
 @runtime_checkable

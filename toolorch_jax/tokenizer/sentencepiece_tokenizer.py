@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
-from toolorch_jax.tokenizer.base import CHAT_TOKENS, ENDOFTEXT, IM_END
+from toolorch_jax.tokenizer.base import CHAT_TOKENS, CONTROL_TOKENS, ENDOFTEXT, IM_END
 
 MODEL_FILE = "tokenizer.model"
 
@@ -85,7 +85,7 @@ class SentencePieceTokenizer:
 
   def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
     ids = [int(i) for i in ids]
-    if skip_special_tokens:
-      special = set(self.special_ids().values())
-      ids = [i for i in ids if i not in special]
+    if skip_special_tokens:  # like Qwen3: drop turn delimiters, keep <think>/<tool_call> tags
+      control = {self._sp.piece_to_id(t) for t in CONTROL_TOKENS}
+      ids = [i for i in ids if i not in control]
     return self._sp.decode(ids)
