@@ -12,6 +12,7 @@ from toolorch_jax.model import MeshConfig, create_model, make_mesh
 from toolorch_jax.serving import (Driver, Engine, EngineClient, EngineConfig, RequestError,
                                   SamplingParams)
 from toolorch_jax.serving.driver import GenerationRequest
+from toolorch_jax.serving.engine import LIVE_PARAMS, PrefillInput
 from toolorch_jax.serving import jetstream_compat as js
 
 GREEDY = SamplingParams(temperature=0.0)
@@ -107,7 +108,6 @@ def test_a_swap_during_generation_is_recorded_per_token(serving, tokenizer, tiny
   """Driven step by step through the Engine API, as JetStream's driver does."""
   _, engine, _, _ = serving
   prompt = prompts(2, tokenizer.vocab_size, tokenizer.stop_ids, seed=2)[1]
-  from toolorch_jax.serving.engine import LIVE_PARAMS, PrefillInput
   prefix = engine.prefill(params=LIVE_PARAMS, padded_tokens=PrefillInput(np.asarray(prompt), GREEDY),
                           true_length=len(prompt))
   state = engine.insert(prefix, engine.init_decode_state(), slot=1)
