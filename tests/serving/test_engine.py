@@ -61,6 +61,7 @@ def serving(tokenizer, tiny_config):
   driver = Driver(engine)
   yield model, engine, driver, EngineClient(driver)
   driver.stop()
+  assert js.thread_failures == []  # every test runs its own event loop: none may break the driver
 
 
 def run(coroutine):
@@ -166,7 +167,6 @@ def test_a_bad_request_inside_the_driver_fails_alone(serving, tokenizer):
   samples, ok = run(mixed())
   assert samples[-1].finish_reason == "error" and "outside the vocabulary" in samples[-1].error
   assert ok.token_ids == direct_greedy(model, good, 6, tokenizer.stop_ids)
-  assert js.thread_failures == []
 
 
 def test_a_full_cache_ends_the_sequence(tokenizer, tiny_config):

@@ -16,7 +16,10 @@ This module changes exactly those behaviours and nothing else imports `jetstream
 - `token_utils.process_result_tokens` replaced by `process_result_tokens` below, which keeps the
   stop token, and reports per-token log-probs, policy versions and a finish reason;
 - `ActiveRequest.enqueue_samples` frees the slot of a request whose client went away, instead of
-  decoding it to `max_tokens` for nobody.
+  decoding it to `max_tokens` for nobody;
+- `AsyncMultifuture` tolerates a consumer whose event loop has already closed (its `close()` posts
+  twice to the loop, and a client that finished after the first post and closed its loop made the
+  second post raise and kill the detokenize thread).
 """
 
 from __future__ import annotations
@@ -108,6 +111,20 @@ def _enqueue_samples(request, samples) -> None:
   channel.add_result(samples)
 
 
+def _post(future, item) -> None:
+  try:
+    future._loop.call_soon_threadsafe(future._queue.put_nowait, item)  # pylint: disable=protected-access
+  except RuntimeError:  # the consumer's event loop is closed: nobody is listening any more
+    pass
+
+
+def _set_exception(future, exception: Exception) -> None:
+  future._done.set()  # a threading.Event, safe from any thread  # pylint: disable=protected-access
+  _post(future, async_multifuture._Exception(exception))  # pylint: disable=protected-access
+
+
+async_multifuture.AsyncMultifuture.add_result = _post
+async_multifuture.AsyncMultifuture.set_exception = _set_exception
 orchestrator.delete_pytree = _delete_pytree
 orchestrator.JetThread = LoggingThread
 orchestrator.ActiveRequest.enqueue_samples = _enqueue_samples
