@@ -84,6 +84,15 @@ def load_config(
     raise ConfigError(_describe(err, str(path or "config"))) from None
 
 
+def from_mapping(schema: type[T], data: Any, source: str) -> T:
+  """A `schema` instance from a plain mapping (e.g. a `settings:` block), with the same errors."""
+  node = _merge(OmegaConf.structured(schema), OmegaConf.create(data or {}), source)
+  try:
+    return OmegaConf.to_object(node)
+  except OmegaConfBaseException as err:
+    raise ConfigError(_describe(err, source)) from None
+
+
 def to_yaml(config: Any) -> str:
   """The YAML text of a config dataclass, as written beside checkpoints and runs."""
   assert dataclasses.is_dataclass(config)

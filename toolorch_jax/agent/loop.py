@@ -1,0 +1,148 @@
+"""The asynchronous episode loop: policy <-> environment <-> tools, many episodes at once.
+
+Each episode renders its prompt once and then grows append-only: the policy's turn is appended as
+generated (loss mask 1), its tool calls run concurrently, and their results are appended as one
+tool-response turn (loss mask 0). While one episode waits on a slow tool, the others decode: the
+loop is a set of asyncio tasks sharing one policy (the JetStream engine batches their decoding).
+Malformed calls, unknown tools and tool errors become observations the policy sees, and counted
+faults in the trajectory; nothing raises out of an episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from typing import Sequence
+
+from toolorch_jax.agent.policy import Policy
+from toolorch_jax.agent.trajectory import ToolCallRecord, Trajectory, Turn
+from toolorch_jax.envs.base import Environment, EnvEpisode, Task
+from toolorch_jax.tokenizer import ChatEpisode, Tokenizer, parse_assistant
+from toolorch_jax.tools.base import ToolContext
+
+
+@dataclasses.dataclass
+class LoopConfig:
+  max_turns: int = 30  # ToolOrchestra's default
+  max_context: int = 8192  # tokens per episode, prompt included
+  max_new_tokens: int = 1024  # per assistant turn
+  enable_thinking: bool = True
+  tool_timeout_s: float = 120.0
+  max_observation_chars: int = 20_000  # longer tool results are cut (and counted as a fault)
+  concurrency: int = 64  # episodes in flight
+
+
+def _error_observation(message: str) -> str:
+  return f"Error: {message}"
+
+
+def _observation(text: str, config: LoopConfig, trajectory: Trajectory) -> str:
+  if len(text) <= config.max_observation_chars:
+    return text
+  trajectory.count_fault("observation_truncated")
+  return text[:config.max_observation_chars] + f"\n[truncated: {len(text)} characters in all]"
+
+
+async def run_episode(policy: Policy, episode: EnvEpisode, tokenizer: Tokenizer, config: LoopConfig,
+                      group_id: int = 0, episode_id: str | None = None) -> Trajectory:
+  """Plays one episode to its end and returns its trajectory."""
+  start = time.perf_counter()
+  task = episode.task
+  trajectory = Trajectory(task_id=task.task_id, group_id=group_id,
+                          episode_id=episode_id or uuid.uuid4().hex[:12],
+                          preference=task.preference.to_dict() if task.preference else None)
+  messages = list(episode.messages())
+  tools = episode.tool_schemas()
+  chat = ChatEpisode.start(tokenizer, messages, tools, enable_thinking=config.enable_thinking)
+  trajectory.prompt_length = len(chat.ids)
+  logprobs = [0.0] * len(chat.ids)
+  versions: set[int] = set()
+  context = ToolContext(episode_id=trajectory.episode_id, timeout_s=config.tool_timeout_s)
+  finish = "max_turns"
+  for turn_index in range(config.max_turns):
+    budget = min(config.max_new_tokens, config.max_context - len(chat.ids))
+    if budget <= 0:
+      finish = "context"
+      break
+    try:
+      turn = await policy.act(chat.ids, messages, tools, budget)
+    except Exception:  # pylint: disable=broad-exception-caught
+      trajectory.count_fault("policy_error")
+      trajectory.turns.append(Turn("", None, "", [], [], "error"))
+      finish = "policy_error"
+      break
+    chat.append_generated(turn.token_ids)
+    logprobs += list(turn.logprobs) or [0.0] * len(turn.token_ids)
+    versions.update(turn.versions)
+    text = tokenizer.decode(turn.token_ids, skip_special_tokens=True)
+    parsed = parse_assistant(text, tools)
+    record = Turn(text, parsed.reasoning, parsed.content, [],
+                  [{"kind": e.kind, "message": e.message} for e in parsed.errors], turn.finish_reason)
+    trajectory.turns.append(record)
+    messages.append(_assistant_message(parsed))
+    if turn.finish_reason == "error":
+      trajectory.count_fault("policy_error")
+      finish = "policy_error"
+      break
+    episode.observe(parsed)
+    if turn.finish_reason != "stop" or not chat.turn_closed:
+      finish = "truncated" if not episode.done else "env"
+      break
+    for error in parsed.errors:
+      trajectory.count_fault(f"parse_{error.kind}")
+    if not parsed.tool_calls and not parsed.errors:
+      finish = "env" if episode.done else "no_tool_call"
+      break
+    results = await asyncio.gather(*[episode.execute(call, context) for call in parsed.tool_calls])
+    observations = []
+    for call, result in zip(parsed.tool_calls, results):
+      trajectory.calls.append(ToolCallRecord(turn_index, call.name, call.arguments, result.text,
+                                             result.error, result.cost_usd, result.latency_s,
+                                             result.metadata))
+      if result.error:
+        trajectory.count_fault("tool_error")
+      text = _error_observation(result.error) if result.error else result.text
+      observations.append(_observation(text, config, trajectory))
+      messages.append({"role": "tool", "content": observations[-1], "name": call.name})
+    for error in parsed.errors:
+      observations.append(_error_observation(error.message))
+      messages.append({"role": "tool", "content": observations[-1]})
+    record.observations = observations
+    if episode.done:
+      finish = "env"
+      break
+    chat.append_tool_responses(observations)
+    logprobs += [0.0] * (len(chat.ids) - len(logprobs))
+  trajectory.token_ids, trajectory.loss_mask = chat.ids, chat.loss_mask
+  trajectory.logprobs = logprobs[:len(chat.ids)]
+  trajectory.finish = finish
+  trajectory.policy_versions = sorted(versions)
+  trajectory.outcome = float(episode.score())
+  trajectory.wall_s = time.perf_counter() - start
+  return trajectory
+
+
+def _assistant_message(parsed) -> dict:
+  message = {"role": "assistant", "content": parsed.content}
+  if parsed.reasoning is not None:
+    message["reasoning_content"] = parsed.reasoning
+  if parsed.tool_calls:
+    message["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                             for c in parsed.tool_calls]
+  return message
+
+
+async def run_groups(env: Environment, policy: Policy, tasks: Sequence[Task], group_size: int,
+                     tokenizer: Tokenizer, config: LoopConfig, first_group_id: int = 0) -> list[Trajectory]:
+  """`group_size` episodes per task, at most `config.concurrency` at once; ordered by group."""
+  limit = asyncio.Semaphore(config.concurrency)
+
+  async def one(task: Task, group_id: int, index: int) -> Trajectory:
+    async with limit:
+      return await run_episode(policy, env.start(task), tokenizer, config, group_id,
+                               f"{task.task_id}-g{group_id}-{index}")
+
+  jobs = [one(task, first_group_id + g, i) for g, task in enumerate(tasks) for i in range(group_size)]
+  return list(await asyncio.gather(*jobs))

@@ -1,0 +1,80 @@
+"""The record of one episode: what RL trains on and what evaluation reports."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+from typing import Any
+
+
+@dataclasses.dataclass
+class ToolCallRecord:
+  turn: int
+  name: str
+  arguments: Any
+  result: str
+  error: str | None
+  cost_usd: float
+  latency_s: float
+  metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass
+class Turn:
+  assistant: str  # the policy's text for this turn (special tokens removed)
+  reasoning: str | None
+  content: str
+  observations: list[str]  # tool responses shown to the policy after this turn
+  parse_errors: list[dict[str, str]]
+  finish_reason: str | None  # of generation: stop | length | error
+
+
+@dataclasses.dataclass
+class Trajectory:
+  task_id: str
+  group_id: int
+  episode_id: str
+  token_ids: list[int] = dataclasses.field(default_factory=list)  # exactly what the policy saw and produced
+  loss_mask: list[int] = dataclasses.field(default_factory=list)  # 1 on policy tokens only
+  logprobs: list[float] = dataclasses.field(default_factory=list)  # sampling log-probs, 0 off-policy
+  prompt_length: int = 0
+  turns: list[Turn] = dataclasses.field(default_factory=list)
+  calls: list[ToolCallRecord] = dataclasses.field(default_factory=list)
+  outcome: float = 0.0
+  finish: str = ""  # env | no_tool_call | max_turns | context | truncated | policy_error
+  preference: dict[str, Any] | None = None
+  policy_versions: list[int] = dataclasses.field(default_factory=list)
+  faults: dict[str, int] = dataclasses.field(default_factory=dict)  # kind -> count
+  wall_s: float = 0.0
+
+  @property
+  def cost_usd(self) -> float:
+    return sum(c.cost_usd for c in self.calls)
+
+  @property
+  def latency_s(self) -> float:
+    """Tool latency as ToolOrchestra counts it: the sum over calls."""
+    return sum(c.latency_s for c in self.calls)
+
+  @property
+  def tool_counts(self) -> dict[str, int]:
+    return dict(collections.Counter(c.name for c in self.calls))
+
+  def count_fault(self, kind: str) -> None:
+    self.faults[kind] = self.faults.get(kind, 0) + 1
+
+  def to_dict(self) -> dict[str, Any]:
+    data = dataclasses.asdict(self)
+    data.update(cost_usd=self.cost_usd, latency_s=self.latency_s, tool_counts=self.tool_counts)
+    return data
+
+  def to_json(self) -> str:
+    return json.dumps(self.to_dict(), ensure_ascii=False)
+
+  @classmethod
+  def from_dict(cls, data: dict[str, Any]) -> "Trajectory":
+    data = {k: v for k, v in data.items() if k not in ("cost_usd", "latency_s", "tool_counts")}
+    data["turns"] = [Turn(**t) for t in data.get("turns", [])]
+    data["calls"] = [ToolCallRecord(**c) for c in data.get("calls", [])]
+    return cls(**data)

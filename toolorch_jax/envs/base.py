@@ -1,0 +1,100 @@
+"""The environment contract: tasks, and per-task episodes that offer tools, keep state and score.
+
+An `Environment` lists tasks and starts an `EnvEpisode` per attempt. The episode gives the initial
+messages (system prompt with the tool usage and the user's preference, then the user turn), the
+tool schemas the policy is shown, executes tool calls (never raising: failures are `ToolResult`s
+with `error`), watches each assistant turn, says when it has ended, and scores the outcome.
+Environments know nothing of models or tokens.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from typing import Any, ClassVar, Mapping, Sequence
+
+from toolorch_jax.tokenizer import ParsedAssistant, ToolCall
+from toolorch_jax.tools.base import ToolContext, ToolResult
+
+
+@dataclasses.dataclass(frozen=True)
+class Preference:
+  """ToolOrchestra's user preference: a weight per tool and weights on accuracy, cost and latency.
+
+  `describe()` is how the prompt states it; the structured form goes into the trajectory, where
+  the preference reward dots it with group-normalised features.
+  """
+
+  tools: Mapping[str, float] = dataclasses.field(default_factory=dict)
+  accuracy: float = 1.0
+  cost: float = 0.0
+  latency: float = 0.0
+  name: str = ""  # e.g. "accuracy first", "cost first"
+
+  def describe(self) -> str:
+    parts = []
+    if self.accuracy:
+      parts.append(f"accuracy (weight {self.accuracy:g})")
+    if self.cost:
+      parts.append(f"low cost (weight {self.cost:g})")
+    if self.latency:
+      parts.append(f"low latency (weight {self.latency:g})")
+    text = "The user cares about " + (", ".join(parts) if parts else "nothing in particular") + "."
+    liked = [f"{tool} (weight {w:g})" for tool, w in self.tools.items() if w]
+    if liked:
+      text += " Preferred tools: " + ", ".join(liked) + "."
+    return text
+
+  def to_dict(self) -> dict[str, Any]:
+    return {"name": self.name, "tools": dict(self.tools), "accuracy": self.accuracy,
+            "cost": self.cost, "latency": self.latency}
+
+
+@dataclasses.dataclass
+class Task:
+  task_id: str
+  prompt: str  # what the user asks
+  answer: Any = None  # gold answer or whatever the scorer needs
+  metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+  preference: Preference | None = None
+
+
+class EnvEpisode(abc.ABC):
+  """One attempt at one task."""
+
+  def __init__(self, task: Task):
+    self.task = task
+    self.done = False  # set by the environment when the episode has ended (answer, transfer, ...)
+
+  @abc.abstractmethod
+  def messages(self) -> list[dict[str, Any]]:
+    """The conversation the policy starts from (OpenAI-style messages)."""
+
+  @abc.abstractmethod
+  def tool_schemas(self) -> list[dict[str, Any]]:
+    """OpenAI-style function specs of the tools the policy may call."""
+
+  @abc.abstractmethod
+  async def execute(self, call: ToolCall, context: ToolContext) -> ToolResult:
+    """Runs one tool call; never raises."""
+
+  def observe(self, parsed: ParsedAssistant) -> None:
+    """Sees each assistant turn before its tool calls run (e.g. to end on a final answer)."""
+
+  @abc.abstractmethod
+  def score(self) -> float:
+    """Outcome score in [0, 1] once the episode has ended."""
+
+
+class Environment(abc.ABC):
+  """A source of tasks and episodes; chosen in YAML by registered name or `module:attr`."""
+
+  name: ClassVar[str] = ""
+
+  @abc.abstractmethod
+  def tasks(self, split: str = "train") -> Sequence[Task]:
+    """The tasks of a split (`train`, `test`, ... as the environment defines)."""
+
+  @abc.abstractmethod
+  def start(self, task: Task) -> EnvEpisode:
+    """A fresh episode for `task` (its own state: databases are copied, never shared)."""
