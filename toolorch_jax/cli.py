@@ -91,9 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="cast the weights (default: keep)")
   convert.set_defaults(func=cmd_convert)
 
+  from toolorch_jax.agent import cli as agent_cli
   from toolorch_jax.serving import cli as serving_cli
   from toolorch_jax.tokenizer import cli as tokenizer_cli
   from toolorch_jax.tools import cli as tools_cli
+  agent_cli.add_parser(sub)
   serving_cli.add_parser(sub)
   tokenizer_cli.add_parser(sub)
   tools_cli.add_parser(sub)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from typing import Any, ClassVar, Mapping, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from toolorch_jax.tokenizer import ParsedAssistant, ToolCall
 from toolorch_jax.tools.base import ToolContext, ToolResult
@@ -92,9 +92,14 @@ class Environment(abc.ABC):
   name: ClassVar[str] = ""
 
   @abc.abstractmethod
-  def tasks(self, split: str = "train") -> Sequence[Task]:
-    """The tasks of a split (`train`, `test`, ... as the environment defines)."""
+  def tasks(self, split: str | None = None) -> Sequence[Task]:
+    """The tasks of a split (`train`, `test`, ... as the environment defines; None: its default)."""
 
   @abc.abstractmethod
   def start(self, task: Task) -> EnvEpisode:
     """A fresh episode for `task` (its own state: databases are copied, never shared)."""
+
+  def gold_script(self, task: Task) -> Callable[[list, list], dict[str, Any]]:
+    """`(messages, tools) -> next assistant message` replaying the task's gold solution, for
+    `toolorch eval --policy gold` (a self-check of the environment). Not every environment has one."""
+    raise NotImplementedError(f"environment '{self.name or type(self).__name__}' has no gold policy")

@@ -1,0 +1,188 @@
+"""τ²-bench domains in solo mode: the agent gets the task's ticket, no user simulator.
+
+The system prompt holds the solo instructions and the domain's solo policy; the user turn is the
+ticket. The agent ends the episode by calling `done` (alone: calls beside it are not run, as in τ²)
+or by a successful transfer to a human agent; any other ending is premature and scores 0. Each
+episode works on its own copy of the task's initial database; `score` is τ²'s reward
+(`scoring.py`) and leaves the per-check breakdown in `episode.breakdown`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from toolorch_jax.config import ConfigError
+from toolorch_jax.envs.base import EnvEpisode, Environment, Task
+from toolorch_jax.envs.tau2 import scoring
+from toolorch_jax.envs.tau2.data import Tau2Task, load_domain
+from toolorch_jax.envs.tau2.db import Database
+from toolorch_jax.envs.tau2.gold import Script, gold_script
+from toolorch_jax.envs.tau2.mock_tools import MOCK
+from toolorch_jax.envs.tau2.toolkit import DONE, DONE_SCHEMA, Domain, replay
+from toolorch_jax.tokenizer import ParsedAssistant, ToolCall
+from toolorch_jax.tools.base import ToolContext, ToolResult
+
+SOLO_INSTRUCTIONS = (
+    "You are a customer service agent. You are given a ticket with a user's request; resolve it by"
+    " calling tools, following the policy below. You cannot talk to the user, only call tools.\n"
+    f"When the ticket is resolved, call the `{DONE}` tool in a message with no other tool call.")
+DOMAINS: dict[str, Domain] = {MOCK.name: MOCK}
+
+
+@dataclasses.dataclass
+class Settings:
+  domain: str = "mock"
+  split: str = "base"  # a key of the domain's split_tasks.json
+
+
+class Tau2Episode(EnvEpisode):
+  def __init__(self, task: Task, domain: Domain, system_prompt: str, initial: Database):
+    super().__init__(task)
+    self.spec: Tau2Task = task.answer
+    self.domain = domain
+    self.system_prompt = system_prompt
+    self.initial = initial  # kept unchanged: the scorer replays from it
+    self.db = initial.copy()
+    self.tools = domain.bind(self.db)
+    self.calls: list[tuple[str, Any]] = []  # domain-tool calls in order, failed ones included
+    self.texts: list[str] = []  # assistant texts, for communicate_info
+    self.ended_by: str | None = None  # "done" or the tool that ended the episode
+    self.breakdown: dict[str, Any] = {}
+
+  def messages(self) -> list[dict[str, Any]]:
+    return [{"role": "system", "content": self.system_prompt},
+            {"role": "user", "content": self.spec.ticket}]
+
+  def tool_schemas(self) -> list[dict[str, Any]]:
+    return [tool.schema() for tool in self.tools.values()] + [DONE_SCHEMA]
+
+  def observe(self, parsed: ParsedAssistant) -> None:
+    if parsed.content:
+      self.texts.append(parsed.content)
+    if not self.done and any(call.name == DONE for call in parsed.tool_calls):
+      self.done, self.ended_by = True, DONE
+
+  async def execute(self, call: ToolCall, context: ToolContext) -> ToolResult:
+    if call.name == DONE:
+      return ToolResult(text="Episode ended.")
+    if self.done:
+      return ToolResult(error=f"not run: '{self.ended_by}' ended the episode")
+    tool = self.tools.get(call.name)
+    if tool is None:
+      known = sorted(self.tools) + [DONE]
+      return ToolResult(error=f"unknown tool {call.name!r}; available: {known}")
+    self.calls.append((call.name, call.arguments))
+    result = await tool.call(call.arguments, context)
+    if tool.ends_episode and result.ok:
+      self.done, self.ended_by = True, call.name
+    return result
+
+  def score(self) -> float:
+    reward, self.breakdown = scoring.score(self.domain, self.spec, self.initial, self.calls,
+                                           self.texts, self.done)
+    return reward
+
+
+class Tau2Environment(Environment):
+  """A τ² domain read from the data directory (`tau2/domains/<domain>/`), our tools on its db.
+
+  Solo mode runs the tasks that have a ticket and no prior conversation; the others need τ²'s user
+  simulator and are listed in `skipped` with the reason.
+  """
+
+  name = "tau2"
+  Settings = Settings
+
+  def __init__(self, settings: Settings | None = None):
+    self.settings = settings or Settings()
+    if self.settings.domain not in DOMAINS:
+      raise ConfigError(f"env.settings.domain: τ² domain '{self.settings.domain}' is not"
+                        f" implemented yet; implemented: {sorted(DOMAINS)}")
+    self.domain = DOMAINS[self.settings.domain]
+    data = load_domain(self.domain.name, self.domain.solo_policy)
+    for table in self.domain.tables:
+      if not isinstance(data.db.get(table), dict):
+        raise ConfigError(f"tau2/domains/{data.name}/db.json: '{table}' must be an object")
+    self.db = Database(data.db)
+    self.system_prompt = f"{SOLO_INSTRUCTIONS}\n\n<policy>\n{data.policy.strip()}\n</policy>"
+    self.splits = data.splits
+    self.skipped: dict[str, str] = {}
+    self._tasks: dict[str, Task] = {}
+    for spec in data.tasks:
+      self._check(spec)
+      reason = _solo_unsupported(spec)
+      if reason:
+        self.skipped[spec.id] = reason
+      else:
+        self._tasks[spec.id] = Task(spec.id, spec.ticket, answer=spec,
+                                    metadata={"domain": data.name})
+    if self.settings.split not in self.splits:
+      raise ConfigError(f"env.settings.split: unknown split '{self.settings.split}' of τ² domain"
+                        f" '{data.name}'; splits: {sorted(self.splits)}")
+
+  def _check(self, spec: Tau2Task) -> None:
+    """Refuses at load what this domain cannot run or score, naming the task and field."""
+    where = f"tau2/domains/{self.domain.name}/tasks.json (id '{spec.id}')"
+    criteria = spec.criteria
+    tools = {cls.name for cls in self.domain.tools}
+    assertions = (criteria.env_assertions or ()) if criteria else ()
+    calls = [(f"initial_state.initialization_actions[{i}]", c, tools)
+             for i, c in enumerate(spec.init_actions)]
+    calls += [(f"evaluation_criteria.env_assertions[{i}]", c, set(self.domain.assertions))
+              for i, c in enumerate(assertions)]
+    for field, call, known in calls:
+      if call.env_type != "assistant":
+        raise ConfigError(f"{where}: {field}.env_type '{call.env_type}' is not supported: domain"
+                          f" '{self.domain.name}' has no user tools")
+      if call.func_name not in known:
+        raise ConfigError(f"{where}: {field}.func_name: '{call.func_name}' is not a function of"
+                          f" domain '{self.domain.name}'; known: {sorted(known)}")
+    if criteria is None:
+      return
+    for i, action in enumerate(criteria.actions or ()):
+      if action.requestor != "assistant":
+        raise ConfigError(f"{where}: evaluation_criteria.actions[{i}].requestor"
+                          f" '{action.requestor}' is not supported in solo mode")
+    if "NL_ASSERTION" in criteria.reward_basis:
+      raise ConfigError(f"{where}: evaluation_criteria.reward_basis: NL_ASSERTION needs an LLM"
+                        " judge, which is not implemented")
+
+  def tasks(self, split: str | None = None) -> Sequence[Task]:
+    """The runnable tasks of `split` (default: `settings.split`), in tasks.json order."""
+    split = split or self.settings.split
+    if split not in self.splits:
+      raise ConfigError(f"unknown split '{split}' of τ² domain '{self.domain.name}';"
+                        f" splits: {sorted(self.splits)}")
+    wanted = set(self.splits[split])
+    return [task for task_id, task in self._tasks.items() if task_id in wanted]
+
+  def initial_db(self, spec: Tau2Task) -> Database:
+    """The domain db with the task's `initialization_data` merged in and its init actions run."""
+    db = self.db.copy()
+    if spec.agent_data:
+      db.merge(spec.agent_data)
+    errors = replay(self.domain.bind(db), [(c.func_name, c.arguments) for c in spec.init_actions])
+    if errors:
+      raise ConfigError(f"task '{spec.id}': initial_state.initialization_actions failed: {errors}")
+    return db
+
+  def start(self, task: Task) -> Tau2Episode:
+    return Tau2Episode(task, self.domain, self.system_prompt, self.initial_db(_spec(task)))
+
+  def gold_script(self, task: Task, grouped: bool = False) -> Script:
+    return gold_script(_spec(task), grouped)
+
+
+def _spec(task: Task) -> Tau2Task:
+  if not isinstance(task.answer, Tau2Task):
+    raise TypeError(f"task '{task.task_id}' is not a τ² task (its answer is not a Tau2Task)")
+  return task.answer
+
+
+def _solo_unsupported(spec: Tau2Task) -> str | None:
+  if spec.ticket is None:
+    return "no ticket: the request is only in the user simulator's instructions"
+  if spec.message_history:
+    return "initial_state.message_history: a prior conversation is not supported in solo mode"
+  return None
