@@ -9,24 +9,25 @@ from pathlib import Path
 from toolorch_jax.config import ConfigError
 
 
-def load_for_serving(args: argparse.Namespace):
-  """(model, tokenizer, name) from --hf-dir or --checkpoint, with --tokenizer defaulting to it."""
+def load_model_and_tokenizer(hf_dir: str | None, checkpoint_dir: str | None,
+                             tokenizer_path: str | None = None, dtype: str = "float32"):
+  """(model, tokenizer) from a Hugging Face directory or a toolorch checkpoint; the tokenizer
+  defaults to the model's directory."""
   from toolorch_jax import checkpoint
   from toolorch_jax.model import load_hf
   from toolorch_jax.tokenizer import load_tokenizer
 
-  if bool(args.hf_dir) == bool(args.checkpoint):
-    raise ConfigError("give exactly one of --hf-dir or --checkpoint")
-  source = args.hf_dir or args.checkpoint
-  if args.hf_dir:
-    model, _ = load_hf(args.hf_dir, dtype=args.dtype)
+  if bool(hf_dir) == bool(checkpoint_dir):
+    raise ConfigError("give exactly one of a Hugging Face directory or a checkpoint")
+  if hf_dir:
+    model, _ = load_hf(hf_dir, dtype=dtype)
   else:
-    model, _ = checkpoint.load_model(args.checkpoint, dtype=args.dtype)
-  tokenizer = load_tokenizer(args.tokenizer or source)
+    model, _ = checkpoint.load_model(checkpoint_dir, dtype=dtype)
+  tokenizer = load_tokenizer(tokenizer_path or hf_dir or checkpoint_dir)
   if tokenizer.vocab_size > model.config.vocab_size:
     raise ConfigError(f"the tokenizer has {tokenizer.vocab_size} ids but the model only"
                       f" {model.config.vocab_size}")
-  return model, tokenizer, args.served_model_name or Path(source.rstrip("/")).name
+  return model, tokenizer
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -36,7 +37,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
   from toolorch_jax.serving.jetstream_compat import start_grpc_server
   from toolorch_jax.serving.openai_server import ChatServer
 
-  model, tokenizer, name = load_for_serving(args)
+  model, tokenizer = load_model_and_tokenizer(args.hf_dir, args.checkpoint, args.tokenizer, args.dtype)
+  name = args.served_model_name or Path((args.hf_dir or args.checkpoint).rstrip("/")).name
   engine = Engine(model, tokenizer, EngineConfig(max_slots=args.slots,
                                                  max_prefill_length=args.max_prefill_length,
                                                  max_cache_length=args.max_cache_length))
