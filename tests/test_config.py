@@ -38,6 +38,15 @@ def test_wrong_type_names_key(tmp_path):
     load_config(ModelConfig, None, ["tie_word_embeddings=maybe"])
 
 
+def test_list_where_a_mapping_belongs_names_the_key(tmp_path):
+  from toolorch_jax.envs.registry import EnvConfig
+  path = write(tmp_path, "name: tau2\nsettings: [1, 2]\n")
+  with pytest.raises(ConfigError, match=r"model.yaml: key 'settings' must be a mapping"):
+    load_config(EnvConfig, path)
+  with pytest.raises(ConfigError, match=r"model.yaml: the top level must be a mapping"):
+    load_config(EnvConfig, write(tmp_path, "- 1\n- 2\n"))
+
+
 def test_missing_file_is_reported(tmp_path):
   with pytest.raises(ConfigError, match=r"config file not found: .*nope.yaml"):
     load_config(ModelConfig, tmp_path / "nope.yaml")

@@ -48,6 +48,22 @@ def _merge(base: Any, update: Any, source: str) -> Any:
     return OmegaConf.merge(base, update)
   except OmegaConfBaseException as err:
     raise ConfigError(_describe(err, source)) from None
+  except TypeError:  # a list where a mapping belongs (or the reverse): find and name the key
+    raise ConfigError(f"{source}: {_shape_mismatch(base, update)}") from None
+
+
+def _shape_mismatch(base: Any, update: Any, prefix: str = "") -> str:
+  """Names the first key whose value is a list where the schema has a mapping, or the reverse."""
+  if OmegaConf.is_dict(base) and OmegaConf.is_dict(update):
+    for key in update:
+      if key in base:
+        found = _shape_mismatch(base[key], update[key], f"{prefix}{key}.")
+        if found:
+          return found
+    return ""
+  expected = "a mapping" if OmegaConf.is_dict(base) else "a list"
+  where = f"key '{prefix[:-1]}'" if prefix else "the top level"
+  return f"{where} must be {expected}" if OmegaConf.is_config(update) else ""
 
 
 def read_yaml(path: str | os.PathLike) -> Any:
