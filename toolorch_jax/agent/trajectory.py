@@ -59,7 +59,8 @@ class Trajectory:
 
   @property
   def tool_counts(self) -> dict[str, int]:
-    return dict(collections.Counter(c.name for c in self.calls))
+    """Calls per tool, or per expert where a tool says whom the call counts as (`counts_as`)."""
+    return dict(collections.Counter(c.metadata.get("counts_as", c.name) for c in self.calls))
 
   def count_fault(self, kind: str) -> None:
     self.faults[kind] = self.faults.get(kind, 0) + 1

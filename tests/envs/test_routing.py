@@ -1,0 +1,99 @@
+"""Routing over RouteLLM's recorded GSM8K answers: splits, decisions, outcomes, prices."""
+
+import asyncio
+import csv
+import json
+
+import pytest
+
+from toolorch_jax import cli
+from toolorch_jax.agent import LoopConfig, ScriptedPolicy, run_episode
+from toolorch_jax.datadir import data_path
+from toolorch_jax.envs import load_env
+from toolorch_jax.tokenizer import load_tokenizer
+
+GPT4, MIXTRAL = "gpt-4-1106-preview", "mistralai/Mixtral-8x7B-Instruct-v0.1"
+
+
+@pytest.fixture(scope="module")
+def env():
+  return load_env("routing")
+
+
+@pytest.fixture(scope="module")
+def qwen():
+  return load_tokenizer(data_path("qwen3"))
+
+
+@pytest.fixture(scope="module")
+def recorded():
+  with data_path("routellm/gsm8k_responses.csv").open(newline="", encoding="utf-8") as f:
+    return {row["prompt"].strip(): row for row in csv.DictReader(f)}
+
+
+def play(env, task, qwen, turns):
+  calls = iter(turns)
+  policy = ScriptedPolicy(qwen, lambda m, t: {"role": "assistant", "content": "",
+                                              "tool_calls": [next(calls)]})
+  return asyncio.run(run_episode(policy, env.start(task), qwen, LoopConfig(max_turns=4)))
+
+
+def test_splits_are_disjoint_deterministic_and_cover_the_table(env, recorded):
+  train, test = env.tasks("train"), env.tasks("test")
+  assert len(train) + len(test) == len(recorded) == 1319
+  assert 0.15 < len(test) / 1319 < 0.25
+  assert not {t.task_id for t in train} & {t.task_id for t in test}
+  assert [t.task_id for t in load_env("routing").tasks("test")] == [t.task_id for t in test]
+  assert {t.preference.name for t in train} == {"accuracy first", "cost first", "prefers answer-2"}
+
+
+def test_answer_directly_consult_accept_and_escalate(env, qwen, recorded):
+  # a task where GPT-4 was right and Mixtral wrong
+  task = next(t for t in env.tasks("train")
+              if t.metadata["correct"] == {"answer-1": True, "answer-2": False})
+  row = recorded[task.prompt.strip()]
+  assert row[GPT4] == "True" and row[MIXTRAL] == "False"
+
+  direct = play(env, task, qwen, [{"name": "answer", "arguments": {"model": "answer-2"}}])
+  assert direct.outcome == 0.0 and direct.finish == "env" and direct.tool_counts == {"answer-2": 1}
+
+  accepted = play(env, task, qwen, [{"name": "consult", "arguments": {"model": "answer-2"}},
+                                    {"name": "accept", "arguments": {}}])
+  assert accepted.outcome == 0.0
+  assert accepted.turns[0].observations[0] == row[MIXTRAL + "_response"].strip()
+
+  escalated = play(env, task, qwen, [{"name": "consult", "arguments": {"model": "answer-2"}},
+                                     {"name": "answer", "arguments": {"model": "answer-1"}}])
+  assert escalated.outcome == 1.0
+  assert escalated.tool_counts == {"answer-2": 1, "answer-1": 1}
+  assert escalated.cost_usd == pytest.approx(sum(c.cost_usd for c in escalated.calls))
+  assert escalated.calls[1].cost_usd > 10 * escalated.calls[0].cost_usd  # GPT-4 is pricier
+  assert escalated.latency_s > 0
+
+
+def test_mistakes_are_observations(env, qwen):
+  task = env.tasks("train")[0]
+  trajectory = play(env, task, qwen, [{"name": "accept", "arguments": {}},
+                                      {"name": "consult", "arguments": {"model": "gpt-9"}},
+                                      {"name": "answer", "arguments": {"model": "answer-1"}}])
+  observations = [t.observations[0] for t in trajectory.turns[:2]]
+  assert observations[0] == "Error: nothing to accept: consult a model first"
+  assert observations[1].startswith("Error: bad arguments for 'consult'") or "unknown model" in observations[1]
+  assert trajectory.faults == {"tool_error": 2} and trajectory.finish == "env"
+
+
+def test_preference_is_stated_and_kept(env):
+  task = next(t for t in env.tasks("train") if t.preference.name == "cost first")
+  system = env.start(task).messages()[0]["content"]
+  assert "low cost (weight 1)" in system and "answer-1 | $10 | $30" in system
+  assert task.preference.to_dict()["cost"] == 1.0
+
+
+def test_oracle_accuracy_is_any_expert_right(env, recorded, tmp_path):
+  assert cli.main(["eval", "--env", "routing", "--policy", "gold", "--split", "test",
+                   "--out", str(tmp_path)]) == 0
+  summary = json.loads((tmp_path / "summary.json").read_text())
+  expected = sum(any(t.metadata["correct"].values()) for t in env.tasks("test")) / len(env.tasks("test"))
+  assert summary["success_rate"] == pytest.approx(expected)
+  rows = [recorded[t.prompt.strip()] for t in env.tasks("test")]
+  assert expected == pytest.approx(sum(r[GPT4] == "True" or r[MIXTRAL] == "True" for r in rows) / len(rows))

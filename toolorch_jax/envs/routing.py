@@ -1,0 +1,166 @@
+"""Routing over recorded experts: which model should answer, under the user's preference?
+
+Tasks are GSM8K questions that RouteLLM recorded GPT-4 and Mixtral-8x7B answering (with whether
+each answer was right), so every routing decision has a real outcome, a real price and a latency,
+with no LLM running. The policy can answer through an expert directly (`answer(model)`), or
+`consult(model)`, read that expert's answer, and then `accept()` it or escalate to another expert:
+it can learn from what it observes, not only from the question. The held-out split is chosen by
+task id, deterministically.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from typing import Any, Sequence
+
+from toolorch_jax.config import ConfigError
+from toolorch_jax.envs.base import EnvEpisode, Environment, Preference, Task
+from toolorch_jax.tokenizer import ToolCall
+from toolorch_jax.tools.base import ToolContext, ToolResult
+from toolorch_jax.tools.registry import load_toolset
+
+
+@dataclasses.dataclass
+class ProfileConfig:
+  """A user preference profile (ToolOrchestra's preference vector, with a name)."""
+
+  name: str = ""
+  accuracy: float = 1.0
+  cost: float = 0.0
+  latency: float = 0.0
+  tools: dict[str, float] = dataclasses.field(default_factory=dict)  # per expert alias
+
+  def preference(self) -> Preference:
+    return Preference(tools=dict(self.tools), accuracy=self.accuracy, cost=self.cost,
+                      latency=self.latency, name=self.name)
+
+
+@dataclasses.dataclass
+class RoutingSettings:
+  toolset: str = "local"  # tool set holding the recorded expert
+  expert_tool: str = "answer"  # its name there
+  test_fraction: float = 0.2  # share of tasks held out, by a hash of the task id
+  limit: int = 0  # first N tasks of each split (0: all)
+  profiles: list[ProfileConfig] = dataclasses.field(default_factory=lambda: [
+      ProfileConfig("accuracy first", accuracy=1.0),
+      ProfileConfig("cost first", accuracy=1.0, cost=1.0)])
+  max_answer_chars: int = 1200  # of a consulted answer shown to the policy
+
+
+SYSTEM = (
+    "You route math word problems to expert models. You do not solve them yourself.\n"
+    "Tools: consult(model) shows you that model's answer; answer(model) submits that model's answer"
+    " as final; accept() submits the answer you consulted last as final.\n{prices}\n{preference}")
+
+
+def _split_of(task_id: str, test_fraction: float) -> str:
+  bucket = int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
+  return "test" if bucket < test_fraction else "train"
+
+
+class RoutingEpisode(EnvEpisode):
+  def __init__(self, task: Task, env: "RoutingEnvironment"):
+    super().__init__(task)
+    self.env = env
+    self.last_consulted: dict[str, Any] | None = None
+    self.correct = False
+
+  def messages(self) -> list[dict[str, Any]]:
+    preference = self.task.preference.describe() if self.task.preference else ""
+    system = SYSTEM.format(prices=self.env.price_table, preference=preference)
+    return [{"role": "system", "content": system}, {"role": "user", "content": self.task.prompt}]
+
+  def tool_schemas(self) -> list[dict[str, Any]]:
+    return self.env.schemas
+
+  async def _ask(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+    model = arguments.get("model")
+    if model not in self.env.models:
+      return ToolResult(error=f"unknown model {model!r}; choose one of {self.env.models}")
+    result = await self.env.expert.call({"model": model, "prompt": self.task.prompt}, context)
+    result.metadata["counts_as"] = model  # the preference reward counts calls per expert
+    return result
+
+  async def execute(self, call: ToolCall, context: ToolContext) -> ToolResult:
+    if call.name == "accept":
+      if self.last_consulted is None:
+        return ToolResult(error="nothing to accept: consult a model first")
+      self.correct, self.done = self.last_consulted["correct"], True
+      return ToolResult(text=f"accepted the answer of {self.last_consulted['alias']}",
+                        metadata={"counts_as": "accept"})
+    if call.name not in ("consult", "answer"):
+      return ToolResult(error=f"unknown tool {call.name!r}")
+    result = await self._ask(call.arguments, context)
+    if result.error:
+      return result
+    if call.name == "answer":
+      self.correct, self.done = bool(result.metadata.get("correct")), True
+      return dataclasses.replace(result, text=f"submitted the answer of {call.arguments['model']}")
+    self.last_consulted = result.metadata
+    return dataclasses.replace(result, text=result.text.strip()[:self.env.settings.max_answer_chars])
+
+  def score(self) -> float:
+    return float(self.done and self.correct)
+
+
+class RoutingEnvironment(Environment):
+  name = "routing"
+  Settings = RoutingSettings
+
+  def __init__(self, settings: RoutingSettings | None = None):
+    self.settings = settings or RoutingSettings()
+    s = self.settings
+    if not 0 <= s.test_fraction < 1:
+      raise ConfigError(f"settings.test_fraction must be in [0, 1), got {s.test_fraction}")
+    if not s.profiles:
+      raise ConfigError("settings.profiles: give at least one preference profile")
+    tools = load_toolset(s.toolset)
+    if s.expert_tool not in tools:
+      raise ConfigError(f"settings.expert_tool: tool set '{s.toolset}' has no tool '{s.expert_tool}'")
+    self.expert = tools[s.expert_tool]
+    self.models: list[str] = list(self.expert.settings.models)
+    self.price_table = self.expert.models.price_table(self.models)
+    choice = {"type": "object", "properties": {"model": {"type": "string", "enum": self.models}},
+              "required": ["model"], "additionalProperties": False}
+    self.schemas = [
+        {"type": "function", "function": {"name": "consult", "parameters": choice,
+                                          "description": "See this model's answer (you pay for it)."}},
+        {"type": "function", "function": {"name": "answer", "parameters": choice,
+                                          "description": "Submit this model's answer as final."}},
+        {"type": "function", "function": {"name": "accept", "parameters": {"type": "object", "properties": {}},
+                                          "description": "Submit the last consulted answer as final."}},
+    ]
+    self._tasks: dict[str, list[Task]] = {"train": [], "test": []}
+    for index, (prompt, row) in enumerate(self.expert.rows.items()):
+      task_id = f"gsm8k-{index:04d}"
+      correct = {alias: row[self.expert.models.resolve(alias).model].strip().lower() == "true"
+                 for alias in self.models}
+      profile = s.profiles[int(hashlib.sha256(task_id.encode()).hexdigest()[8:16], 16) % len(s.profiles)]
+      task = Task(task_id, prompt, metadata={"correct": correct}, preference=profile.preference())
+      self._tasks[_split_of(task_id, s.test_fraction)].append(task)
+
+  def tasks(self, split: str | None = None) -> Sequence[Task]:
+    split = split or "train"
+    if split not in self._tasks:
+      raise ConfigError(f"unknown split '{split}' of the routing environment; splits: train, test")
+    tasks = self._tasks[split]
+    return tasks[:self.settings.limit] if self.settings.limit else tasks
+
+  def with_profile(self, tasks: Sequence[Task], profile: ProfileConfig) -> list[Task]:
+    """The same tasks under one preference profile (evaluation per profile)."""
+    return [dataclasses.replace(t, preference=profile.preference()) for t in tasks]
+
+  def start(self, task: Task) -> RoutingEpisode:
+    return RoutingEpisode(task, self)
+
+  def gold_script(self, task: Task):
+    """The oracle: the cheapest expert that was right (or the cheapest one when none was)."""
+    right = [alias for alias in self.models if task.metadata["correct"][alias]]
+    cheapest = min(right or self.models, key=lambda a: self.expert.models.resolve(a).price.per_mtok_output)
+
+    def script(messages, tools):
+      return {"role": "assistant", "content": "",
+              "tool_calls": [{"name": "answer", "arguments": {"model": cheapest}}]}
+
+    return script
