@@ -6,4 +6,5 @@ from toolorch_jax.envs.registry import EnvConfig, build_env, load_env, register_
 __all__ = ["EnvConfig", "EnvEpisode", "Environment", "Preference", "Task", "build_env", "load_env",
            "register_env"]
 
+register_env("routing", "toolorch_jax.envs.routing:RoutingEnvironment")
 register_env("tau2", "toolorch_jax.envs.tau2.env:Tau2Environment")
