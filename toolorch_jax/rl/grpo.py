@@ -1,0 +1,74 @@
+"""GRPO: group-relative advantages and their filters (host side, numpy).
+
+Advantage = (r - group mean) / (sample std with n-1 + eps), clipped to [-clip, clip]; a group
+whose std is at most `min_std` teaches nothing and is dropped (as ToolOrchestra does).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+from toolorch_jax.agent.trajectory import Trajectory
+
+
+@dataclasses.dataclass
+class GRPOConfig:
+  std_ddof: int = 1
+  clip: float | None = 3.0  # None: no clipping
+  min_std: float | None = 0.1  # None: keep every group
+  eps: float = 1e-6
+  drop_invalid: bool = True  # drop episodes with no valid answer or no valid tool call
+  success_bonus: float = 0.0  # added to the advantage of samples whose reward >= 1 (ToolOrchestra: 0.1)
+  clip_low: float = 0.2
+  clip_high: float = 0.28
+  dual_clip: float | None = 10.0
+  kl_coef: float = 0.0  # 0: no reference model is kept (ToolOrchestra: 1e-4)
+  aggregation: str = "token_mean"  # token_mean | sequence_mean
+  tis_cap: float | None = None  # truncated importance sampling with rollout log-probs, if set
+  max_staleness: int = 0  # policy versions an episode may lag the trainer (0: on-policy)
+
+
+def group_advantages(rewards, group_ids, std_ddof: int = 1, clip: float | None = 3.0,
+                     min_std: float | None = 0.1, eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
+  """(advantages [N], keep [N]); keep is False for every member of a dropped group."""
+  rewards = np.asarray(rewards, np.float64)
+  group_ids = np.asarray(group_ids)
+  advantages = np.zeros_like(rewards)
+  keep = np.ones(rewards.shape, bool)
+  for group in np.unique(group_ids):
+    members = group_ids == group
+    values = rewards[members]
+    std = float(np.std(values, ddof=std_ddof)) if values.size > std_ddof else 0.0
+    advantages[members] = (values - values.mean()) / (std + eps)
+    if min_std is not None and std <= min_std:
+      keep[members] = False
+  if clip is not None:
+    advantages = np.clip(advantages, -clip, clip)
+  return advantages, keep
+
+
+def valid_episode(trajectory: Trajectory) -> bool:
+  """Ended by the environment (a valid answer) after at least one tool call that worked."""
+  return trajectory.finish == "env" and any(c.error is None for c in trajectory.calls)
+
+
+def select(trajectories: Sequence[Trajectory], rewards: np.ndarray, config: GRPOConfig,
+           trainer_version: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+  """(advantages, keep mask, filter counts) for a batch of groups."""
+  advantages, keep = group_advantages(rewards, [t.group_id for t in trajectories], config.std_ddof,
+                                      config.clip, config.min_std, config.eps)
+  counts = {"filtered/low_std": float((~keep).sum())}
+  if config.drop_invalid:
+    valid = np.array([valid_episode(t) for t in trajectories])
+    counts["filtered/invalid"] = float((keep & ~valid).sum())
+    keep &= valid
+  stale = np.array([bool(t.policy_versions) and min(t.policy_versions) < trainer_version - config.max_staleness
+                    for t in trajectories])
+  counts["filtered/stale"] = float((keep & stale).sum())
+  keep &= ~stale
+  if config.success_bonus:
+    advantages = advantages + config.success_bonus * (rewards >= 1.0)
+  return advantages, keep, counts

@@ -1,0 +1,57 @@
+"""The clipped policy-gradient loss with dual clip, optional KL to a reference, and TIS."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def token_log_probs(logits: jax.Array, targets: jax.Array) -> tuple[jax.Array, jax.Array]:
+  """(log p(target) [B, T], entropy [B, T]) from float32 logits [B, T, V]."""
+  logp_all = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+  logp = jnp.take_along_axis(logp_all, targets[..., None], axis=-1)[..., 0]
+  entropy = -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1)
+  return logp, entropy
+
+
+def policy_loss_terms(logp, old_logp, advantages, clip_low=0.2, clip_high=0.28, dual_clip=10.0,
+                      ref_logp=None, kl_coef=0.0, rollout_logp=None, tis_cap=None):
+  """Per-token loss and diagnostics; all arrays [B, T], advantages broadcast per token.
+
+  PPO: max(-A r, -A clip(r, 1 - clip_low, 1 + clip_high)); for A < 0 the dual clip caps the loss
+  at -A * dual_clip. KL: "mse" = 1/2 (log p - log p_ref)^2. TIS: multiply by the truncated ratio
+  of trainer to rollout probabilities (no gradient through the weight).
+  """
+  ratio = jnp.exp(logp - old_logp)
+  unclipped = -advantages * ratio
+  clipped = -advantages * jnp.clip(ratio, 1.0 - clip_low, 1.0 + clip_high)
+  loss = jnp.maximum(unclipped, clipped)
+  is_clipped = clipped > unclipped
+  if dual_clip is not None:
+    capped = jnp.minimum(loss, -advantages * dual_clip)
+    is_clipped = is_clipped | ((advantages < 0) & (capped < loss))
+    loss = jnp.where(advantages < 0, capped, loss)
+  if rollout_logp is not None and tis_cap is not None:
+    loss = loss * jax.lax.stop_gradient(jnp.minimum(jnp.exp(old_logp - rollout_logp), tis_cap))
+  kl = jnp.zeros_like(loss) if ref_logp is None else 0.5 * (logp - ref_logp) ** 2
+  return loss + kl_coef * kl, {"ratio": ratio, "clipped": is_clipped.astype(jnp.float32), "kl": kl}
+
+
+def aggregate(per_token: jax.Array, mask: jax.Array, mode: str, segments: jax.Array | None = None,
+              num_sequences: jax.Array | None = None, num_tokens: jax.Array | None = None) -> jax.Array:
+  """token_mean: sum over all loss tokens / their count; sequence_mean: mean over sequences of
+  each sequence's token mean (sequences identified by packed `segments`). Normalisers may be given
+  for the whole batch so that micro-batches add up to the full-batch value."""
+  mask = mask.astype(jnp.float32)
+  if mode == "token_mean":
+    total = jnp.sum(mask) if num_tokens is None else num_tokens
+    return jnp.sum(per_token * mask) / jnp.maximum(total, 1.0)
+  if mode == "sequence_mean":
+    rows, length = per_token.shape
+    ids = (jnp.arange(rows)[:, None] * (length + 1) + segments).reshape(-1)  # one id per sequence
+    seq_sum = jax.ops.segment_sum((per_token * mask).reshape(-1), ids, num_segments=rows * (length + 1))
+    seq_len = jax.ops.segment_sum(mask.reshape(-1), ids, num_segments=rows * (length + 1))
+    seq_mean = jnp.where(seq_len > 0, seq_sum / jnp.maximum(seq_len, 1.0), 0.0)
+    count = jnp.sum(seq_len > 0) if num_sequences is None else num_sequences
+    return jnp.sum(seq_mean) / jnp.maximum(count, 1.0)
+  raise ValueError(f"unknown loss aggregation '{mode}'")
