@@ -41,8 +41,12 @@ def group_advantages(rewards, group_ids, std_ddof: int = 1, clip: float | None =
   for group in np.unique(group_ids):
     members = group_ids == group
     values = rewards[members]
-    std = float(np.std(values, ddof=std_ddof)) if values.size > std_ddof else 0.0
-    advantages[members] = (values - values.mean()) / (std + eps)
+    if values.size <= std_ddof or np.ptp(values) == 0:  # nothing to compare: exactly 0
+      std = 0.0
+      advantages[members] = 0.0
+    else:
+      std = float(np.std(values, ddof=std_ddof))
+      advantages[members] = (values - values.mean()) / (std + eps)
     if min_std is not None and std <= min_std:
       keep[members] = False
   if clip is not None:
