@@ -67,7 +67,7 @@ async def run_episode(policy: Policy, episode: EnvEpisode, tokenizer: Tokenizer,
       finish = "context"
       break
     try:
-      turn = await policy.act(chat.ids, messages, tools, budget)
+      turn = await policy.act(chat.ids, messages, tools, budget, episode_id=trajectory.episode_id)
     except Exception:  # pylint: disable=broad-exception-caught
       trajectory.count_fault("policy_error")
       trajectory.turns.append(Turn("", None, "", [], [], "error"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import zlib
 from typing import Any, Callable, Protocol, Sequence
 
 import httpx
@@ -28,18 +29,27 @@ class PolicyTurn:
 
 class Policy(Protocol):
   async def act(self, prompt_ids: Sequence[int], messages: list[dict[str, Any]],
-                tools: list[dict[str, Any]], max_tokens: int) -> PolicyTurn: ...
+                tools: list[dict[str, Any]], max_tokens: int, episode_id: str = "") -> PolicyTurn: ...
 
 
 class EnginePolicy:
-  """The in-process JetStream engine (rollouts for RL): log-probs and policy versions included."""
+  """The in-process JetStream engine (rollouts for RL): log-probs and policy versions included.
 
-  def __init__(self, client, sampling=None):
+  Each turn samples with a seed derived from (`seed`, episode id, turn position), so a group's
+  episodes differ from one another and a rerun (or a resumed run) samples the same tokens.
+  """
+
+  def __init__(self, client, sampling=None, seed: int = 0):
     self.client = client
     self.sampling = sampling
+    self.seed = seed
 
-  async def act(self, prompt_ids, messages, tools, max_tokens) -> PolicyTurn:
-    generation = await self.client.generate(list(prompt_ids), max_tokens, self.sampling)
+  async def act(self, prompt_ids, messages, tools, max_tokens, episode_id="") -> PolicyTurn:
+    sampling = self.sampling
+    if sampling is not None and sampling.seed is None and episode_id:
+      key = f"{self.seed}/{episode_id}/{len(prompt_ids)}".encode()
+      sampling = dataclasses.replace(sampling, seed=zlib.crc32(key))
+    generation = await self.client.generate(list(prompt_ids), max_tokens, sampling)
     return PolicyTurn(generation.token_ids, generation.logprobs, generation.versions,
                       generation.finish_reason or "error", generation.error)
 
@@ -61,7 +71,7 @@ class ScriptedPolicy:
     self.script = script
     self.enable_thinking = enable_thinking
 
-  async def act(self, prompt_ids, messages, tools, max_tokens) -> PolicyTurn:
+  async def act(self, prompt_ids, messages, tools, max_tokens, episode_id="") -> PolicyTurn:
     ids = encode_assistant(self.tokenizer, self.script(messages, tools), self.enable_thinking)
     finish = "stop"
     if len(ids) > max_tokens:
@@ -82,7 +92,7 @@ class EndpointPolicy:
     self.enable_thinking = enable_thinking
     self.timeout_s = timeout_s
 
-  async def act(self, prompt_ids, messages, tools, max_tokens) -> PolicyTurn:
+  async def act(self, prompt_ids, messages, tools, max_tokens, episode_id="") -> PolicyTurn:
     body = {"model": self.model, "messages": messages, "tools": tools or None,
             "max_tokens": max_tokens, "temperature": self.temperature,
             "chat_template_kwargs": {"enable_thinking": self.enable_thinking}}
