@@ -1,0 +1,121 @@
+"""One jitted, sharded optimisation step over micro-batches, for GRPO and for SFT.
+
+The step scans over micro-batches, accumulating gradients of losses normalised by the whole
+batch's token (or sequence) count, so the update equals the full-batch update whatever the
+micro-batch size. Parameters and optimizer state keep the model's shardings; micro-batch rows are
+split over the mesh's `data` and `fsdp` axes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax import nnx
+from jax.sharding import Mesh, NamedSharding
+
+from toolorch_jax.model.sharding import logical_to_spec
+from toolorch_jax.rl.grpo import GRPOConfig
+from toolorch_jax.rl.loss import aggregate, policy_loss_terms, token_log_probs
+
+
+@dataclasses.dataclass
+class OptimConfig:
+  learning_rate: float = 1e-6
+  weight_decay: float = 0.01
+  grad_clip: float = 1.0
+  warmup_steps: int = 0
+  b1: float = 0.9
+  b2: float = 0.999
+
+
+def build_optimizer(config: OptimConfig) -> optax.GradientTransformation:
+  schedule = optax.linear_schedule(0.0, config.learning_rate, config.warmup_steps) \
+      if config.warmup_steps else config.learning_rate
+  return optax.chain(optax.clip_by_global_norm(config.grad_clip),
+                     optax.adamw(schedule, b1=config.b1, b2=config.b2, weight_decay=config.weight_decay))
+
+
+def _forward_logp(graphdef, params, mb):
+  model = nnx.merge(graphdef, params)
+  logits, _ = model(mb["tokens"], mb["positions"], segment_ids=mb["segments"])
+  return token_log_probs(logits, mb["targets"])
+
+
+def grpo_objective(config: GRPOConfig):
+  """Per-token GRPO loss from log-probs; old/ref/rollout log-probs come with the micro-batch."""
+  def objective(logp, mb):
+    return policy_loss_terms(
+        logp, mb["old_logp"], mb["advantages"], config.clip_low, config.clip_high, config.dual_clip,
+        ref_logp=mb.get("ref_logp"), kl_coef=config.kl_coef,
+        rollout_logp=mb["rollout_logp"] if config.tis_cap else None, tis_cap=config.tis_cap)
+  return objective
+
+
+def sft_objective(logp, mb):
+  """Next-token cross-entropy on the masked (assistant) tokens."""
+  return -logp, {}
+
+
+class StepFunctions:
+  """Jitted log-prob and update programs for one model graph on one mesh."""
+
+  def __init__(self, graphdef, optimizer: optax.GradientTransformation, objective: Callable,
+               aggregation: str = "token_mean", mesh: Mesh | None = None):
+    self.mesh = mesh
+    self._logp = jax.jit(lambda params, mb: _forward_logp(graphdef, params, mb)[0])
+
+    def loss_fn(params, mb, num_tokens, num_sequences):
+      logp, entropy = _forward_logp(graphdef, params, mb)
+      per_token, diag = objective(logp, mb)
+      loss = aggregate(per_token, mb["loss_mask"], aggregation, mb["segments"], num_sequences, num_tokens)
+      mask = mb["loss_mask"]
+      sums = {"entropy": jnp.sum(entropy * mask)}
+      sums.update({k: jnp.sum(v * mask) for k, v in diag.items()})
+      return loss, sums
+
+    def step(params, opt_state, batch, num_tokens, num_sequences):
+      def body(carry, mb):
+        grads, loss, sums = carry
+        (mb_loss, mb_sums), mb_grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            params, mb, num_tokens, num_sequences)
+        return (jax.tree.map(jnp.add, grads, mb_grads), loss + mb_loss,
+                jax.tree.map(jnp.add, sums, mb_sums)), None
+
+      zeros = jax.tree.map(jnp.zeros_like, params)
+      first = jax.tree.map(lambda x: x[0], batch)
+      sums0 = jax.tree.map(jnp.zeros_like, jax.eval_shape(loss_fn, params, first, num_tokens,
+                                                          num_sequences)[1])
+      (grads, loss, sums), _ = jax.lax.scan(body, (zeros, jnp.float32(0), sums0), batch)
+      updates, opt_state = optimizer.update(grads, opt_state, params)
+      metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads),
+                 **{k: v / jnp.maximum(num_tokens, 1.0) for k, v in sums.items()}}
+      return optax.apply_updates(params, updates), opt_state, metrics
+
+    self._step = jax.jit(step, donate_argnums=(0, 1))
+
+  def _place(self, batch: dict[str, Any]) -> dict[str, jax.Array]:
+    if self.mesh is None:
+      return {k: jnp.asarray(v) for k, v in batch.items()}
+    with jax.set_mesh(self.mesh):
+      return {k: jax.device_put(v, NamedSharding(self.mesh, logical_to_spec(
+          (None, "batch", "seq")[-v.ndim:], v.shape))) for k, v in batch.items()}
+
+  def _run(self, fn, *args):
+    if self.mesh is None:
+      return fn(*args)
+    with jax.set_mesh(self.mesh):
+      return fn(*args)
+
+  def log_probs(self, params, batch: dict[str, Any]) -> jax.Array:
+    """[n_micro, rows, L] log-probs of the targets under `params` (old or reference policy)."""
+    placed = self._place(batch)
+    return jnp.stack([self._run(self._logp, params, jax.tree.map(lambda x: x[i], placed))
+                      for i in range(placed["tokens"].shape[0])])
+
+  def update(self, params, opt_state, batch: dict[str, Any], num_tokens: int, num_sequences: int):
+    return self._run(self._step, params, opt_state, self._place(batch), jnp.float32(num_tokens),
+                     jnp.float32(num_sequences))
