@@ -8,3 +8,4 @@ __all__ = ["EnvConfig", "EnvEpisode", "Environment", "Preference", "Task", "buil
 
 register_env("routing", "toolorch_jax.envs.routing:RoutingEnvironment")
 register_env("tau2", "toolorch_jax.envs.tau2.env:Tau2Environment")
+register_env("qa", "toolorch_jax.envs.qa.env:QAEnvironment")

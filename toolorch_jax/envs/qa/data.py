@@ -1,0 +1,115 @@
+"""QA tasks from jsonl in the data directory: FRAMES, GSM8K, or any file with a question and answer.
+
+Each line is one record; the field names are configurable, and GSM8K's worked solutions are cut
+to the final answer after `####`. Tasks are split into train and test by a hash of their id, so a
+task stays in its split whatever the file order, the `limit` or the machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from toolorch_jax.config import ConfigError
+from toolorch_jax.tools.base import data_file
+
+SPLITS = ("train", "test", "all")
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+  """Where a dataset's file is and how to read a record of it."""
+
+  name: str  # ids without an id field are `<name>-<record index>`
+  path: str  # in the data directory, or absolute
+  id_field: str = "id"  # "" = by record index (GSM8K has no ids)
+  question_field: str = "question"
+  answer_field: str = "answer"
+  answer_marker: str = ""  # gold = the text after the last marker, e.g. GSM8K's "####"
+
+
+DATASETS = {
+    "frames": DatasetSpec("frames", "frames/frames.jsonl"),
+    "gsm8k": DatasetSpec("gsm8k", "gsm8k/test.jsonl", id_field="", answer_marker="####"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class QARecord:
+  id: str
+  question: str
+  answer: str  # the gold final answer
+  solution: str  # the answer field as written (GSM8K: the worked solution)
+
+
+def stable_unit(key: str) -> float:
+  """A number in [0, 1) fixed by `key` alone: the same in every process and on every machine."""
+  return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2 ** 64
+
+
+def in_split(record_id: str, split: str, test_fraction: float) -> bool:
+  if split == "all":
+    return True
+  return (stable_unit(f"split:{record_id}") < test_fraction) == (split == "test")
+
+
+def dataset_spec(dataset: str) -> DatasetSpec:
+  """A named dataset, or a jsonl path read with the default field names."""
+  if dataset in DATASETS:
+    return DATASETS[dataset]
+  if not dataset.endswith(".jsonl"):
+    raise ConfigError(f"env.settings.dataset: unknown dataset '{dataset}'; one of"
+                      f" {sorted(DATASETS)}, or a .jsonl file")
+  return DatasetSpec(Path(dataset).stem, dataset)
+
+
+def _field(raw: dict[str, Any], field: str, where: str) -> str:
+  value = raw.get(field)
+  if isinstance(value, (int, float)) and not isinstance(value, bool):
+    value = str(value)
+  if not isinstance(value, str) or not value.strip():
+    got = "missing" if value is None else f"got {value!r}"[:80]
+    raise ConfigError(f"{where}: field '{field}' must be a non-empty string ({got})")
+  return value
+
+
+def parse_record(raw: Any, spec: DatasetSpec, where: str, index: int) -> QARecord:
+  """One line's record; `where` (file:line) names it in errors."""
+  if not isinstance(raw, dict):
+    raise ConfigError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+  record_id = _field(raw, spec.id_field, where) if spec.id_field else f"{spec.name}-{index}"
+  solution = _field(raw, spec.answer_field, where)
+  answer = solution.strip()
+  if spec.answer_marker:
+    _, marked, answer = solution.rpartition(spec.answer_marker)
+    answer = answer.strip() if marked else ""
+    if not answer:
+      raise ConfigError(f"{where}: field '{spec.answer_field}' has no final answer after"
+                        f" '{spec.answer_marker}'")
+  return QARecord(record_id, _field(raw, spec.question_field, where).strip(), answer, solution)
+
+
+def read_records(spec: DatasetSpec) -> list[QARecord]:
+  """Every record of the file, in order; ConfigError naming the line and field of a bad one."""
+  path = data_file(spec.path, "env.settings.dataset")
+  records, seen = [], {}
+  with path.open(encoding="utf-8") as lines:
+    for number, line in enumerate(lines, 1):
+      if not line.strip():
+        continue
+      where = f"{spec.path}:{number}"
+      try:
+        raw = json.loads(line)
+      except json.JSONDecodeError as err:
+        raise ConfigError(f"{where}: not valid JSON: {err}") from None
+      record = parse_record(raw, spec, where, len(records))
+      if record.id in seen:
+        raise ConfigError(f"{where}: duplicate id '{record.id}' (first on line {seen[record.id]})")
+      seen[record.id] = number
+      records.append(record)
+  if not records:
+    raise ConfigError(f"{spec.path}: no records")
+  return records
