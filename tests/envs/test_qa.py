@@ -11,7 +11,8 @@ from tests.tools.test_llm_expert import make_expert
 from toolorch_jax import cli
 from toolorch_jax.config import ConfigError
 from toolorch_jax.envs import EnvConfig, build_env, load_env
-from toolorch_jax.envs.qa.data import DATASETS, in_split, read_records
+from toolorch_jax.envs.base import in_split
+from toolorch_jax.envs.qa.data import DATASETS, read_records
 from toolorch_jax.envs.qa.graders import ExactMatch, LLMJudge, NumericMatch, parse_verdict
 from toolorch_jax.envs.qa.replies import boxed, final_answer, python_code, tagged
 

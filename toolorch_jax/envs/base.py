@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import hashlib
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from toolorch_jax.tokenizer import ParsedAssistant, ToolCall
@@ -48,6 +49,34 @@ class Preference:
   def to_dict(self) -> dict[str, Any]:
     return {"name": self.name, "tools": dict(self.tools), "accuracy": self.accuracy,
             "cost": self.cost, "latency": self.latency}
+
+
+@dataclasses.dataclass
+class ProfileConfig:
+  """A preference profile as configured in YAML (ToolOrchestra's preference vector, named)."""
+
+  name: str = ""
+  accuracy: float = 1.0
+  cost: float = 0.0
+  latency: float = 0.0
+  tools: dict[str, float] = dataclasses.field(default_factory=dict)  # per tool or expert alias
+
+  def preference(self) -> Preference:
+    return Preference(tools=dict(self.tools), accuracy=self.accuracy, cost=self.cost,
+                      latency=self.latency, name=self.name)
+
+
+def stable_unit(key: str) -> float:
+  """A number in [0, 1) fixed by `key` alone: the same in every process and on every machine,
+  for splits and per-task draws that adding tasks does not reshuffle."""
+  return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2 ** 64
+
+
+def in_split(task_id: str, split: str, test_fraction: float) -> bool:
+  """Whether a task belongs to `split` (train, test or all), held out by a hash of its id."""
+  if split == "all":
+    return True
+  return (stable_unit(f"split:{task_id}") < test_fraction) == (split == "test")
 
 
 @dataclasses.dataclass

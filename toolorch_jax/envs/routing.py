@@ -11,29 +11,13 @@ task id, deterministically.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from typing import Any, Sequence
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import EnvEpisode, Environment, Preference, Task
+from toolorch_jax.envs.base import EnvEpisode, Environment, ProfileConfig, Task, in_split, stable_unit
 from toolorch_jax.tokenizer import ToolCall
 from toolorch_jax.tools.base import ToolContext, ToolResult
 from toolorch_jax.tools.registry import load_toolset
-
-
-@dataclasses.dataclass
-class ProfileConfig:
-  """A user preference profile (ToolOrchestra's preference vector, with a name)."""
-
-  name: str = ""
-  accuracy: float = 1.0
-  cost: float = 0.0
-  latency: float = 0.0
-  tools: dict[str, float] = dataclasses.field(default_factory=dict)  # per expert alias
-
-  def preference(self) -> Preference:
-    return Preference(tools=dict(self.tools), accuracy=self.accuracy, cost=self.cost,
-                      latency=self.latency, name=self.name)
 
 
 @dataclasses.dataclass
@@ -52,11 +36,6 @@ SYSTEM = (
     "You route math word problems to expert models. You do not solve them yourself.\n"
     "Tools: consult(model) shows you that model's answer; answer(model) submits that model's answer"
     " as final; accept() submits the answer you consulted last as final.\n{prices}\n{preference}")
-
-
-def _split_of(task_id: str, test_fraction: float) -> str:
-  bucket = int(hashlib.sha256(task_id.encode()).hexdigest()[:8], 16) / 0xFFFFFFFF
-  return "test" if bucket < test_fraction else "train"
 
 
 class RoutingEpisode(EnvEpisode):
@@ -136,9 +115,9 @@ class RoutingEnvironment(Environment):
       task_id = f"gsm8k-{index:04d}"
       correct = {alias: row[self.expert.models.resolve(alias).model].strip().lower() == "true"
                  for alias in self.models}
-      profile = s.profiles[int(hashlib.sha256(task_id.encode()).hexdigest()[8:16], 16) % len(s.profiles)]
+      profile = s.profiles[int(stable_unit(f"preference:{task_id}") * len(s.profiles))]
       task = Task(task_id, prompt, metadata={"correct": correct}, preference=profile.preference())
-      self._tasks[_split_of(task_id, s.test_fraction)].append(task)
+      self._tasks["test" if in_split(task_id, "test", s.test_fraction) else "train"].append(task)
 
   def tasks(self, split: str | None = None) -> Sequence[Task]:
     split = split or "train"

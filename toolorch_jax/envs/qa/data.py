@@ -8,7 +8,6 @@ task stays in its split whatever the file order, the `limit` or the machine.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -43,17 +42,6 @@ class QARecord:
   question: str
   answer: str  # the gold final answer
   solution: str  # the answer field as written (GSM8K: the worked solution)
-
-
-def stable_unit(key: str) -> float:
-  """A number in [0, 1) fixed by `key` alone: the same in every process and on every machine."""
-  return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2 ** 64
-
-
-def in_split(record_id: str, split: str, test_fraction: float) -> bool:
-  if split == "all":
-    return True
-  return (stable_unit(f"split:{record_id}") < test_fraction) == (split == "test")
 
 
 def dataset_spec(dataset: str) -> DatasetSpec:

@@ -12,15 +12,14 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import EnvEpisode, Environment, Task
+from toolorch_jax.envs.base import EnvEpisode, Environment, ProfileConfig, Task, in_split
 from toolorch_jax.envs.qa.basic import BasicSurface
-from toolorch_jax.envs.qa.data import SPLITS, dataset_spec, in_split, read_records
+from toolorch_jax.envs.qa.data import SPLITS, dataset_spec, read_records
 from toolorch_jax.envs.qa.graders import (GRADERS, ExactMatch, Grade, Grader, LLMJudge,
                                           NumericMatch)
 from toolorch_jax.envs.qa.orchestra import OrchestraSurface
 from toolorch_jax.envs.qa.preferences import build_preferences, pick_preference
 from toolorch_jax.envs.qa.surface import FINAL, Surface, expert_models, require_tool
-from toolorch_jax.envs.routing import ProfileConfig
 from toolorch_jax.tokenizer import ParsedAssistant, ToolCall
 from toolorch_jax.tools import ToolSet, load_toolset
 from toolorch_jax.tools.base import Tool, ToolContext, ToolError, ToolResult

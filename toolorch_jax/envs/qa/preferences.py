@@ -1,6 +1,6 @@
 """User preference profiles (ToolOrchestra's): configured as a list, one drawn per task.
 
-The profile schema is the routing environment's `ProfileConfig`. The draw is a hash of the task
+The profile schema is `envs.base.ProfileConfig`. The draw is a hash of the task
 id, so every episode of a task (a GRPO group) and every rerun gets the same preference, and adding
 tasks does not reshuffle the others.
 """
@@ -10,9 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import Preference
-from toolorch_jax.envs.qa.data import stable_unit
-from toolorch_jax.envs.routing import ProfileConfig
+from toolorch_jax.envs.base import Preference, ProfileConfig, stable_unit
 
 
 def build_preferences(profiles: Sequence[ProfileConfig], choices: set[str]) -> list[Preference]:
