@@ -92,10 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
   convert.set_defaults(func=cmd_convert)
 
   from toolorch_jax.agent import cli as agent_cli
+  from toolorch_jax.rl import cli as rl_cli
   from toolorch_jax.serving import cli as serving_cli
   from toolorch_jax.tokenizer import cli as tokenizer_cli
   from toolorch_jax.tools import cli as tools_cli
   agent_cli.add_parser(sub)
+  rl_cli.add_parser(sub)
   serving_cli.add_parser(sub)
   tokenizer_cli.add_parser(sub)
   tools_cli.add_parser(sub)

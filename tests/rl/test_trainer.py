@@ -1,0 +1,102 @@
+"""`toolorch train` on the tiny model with a scripted environment: it learns, logs, checkpoints,
+and a run killed with SIGKILL resumes to bit-identical parameters."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+pytest.importorskip("jetstream", reason="training rollouts need the 'serve' extra and JetStream")
+
+from toolorch_jax.checkpoint import TrainCheckpointer  # noqa: E402
+from toolorch_jax.config import load_config  # noqa: E402
+from toolorch_jax.datadir import data_path  # noqa: E402
+from toolorch_jax.rl.config import RunConfig  # noqa: E402
+from toolorch_jax.rl.trainer import Trainer  # noqa: E402
+from toolorch_jax.tokenizer import train_sentencepiece  # noqa: E402
+
+EXPECTED_METRICS = {
+    "reward/mean", "reward/outcome", "accuracy", "cost_usd", "latency_s", "turns", "policy_version",
+    "train/loss", "train/kl", "train/entropy", "train/clip_fraction", "train/grad_norm",
+    "train/tokens_per_s", "rollout/tokens_per_s", "step_seconds", "filtered/low_std",
+    "finish/env", "train/kept_episodes"}
+
+
+@pytest.fixture(scope="module")
+def run_yaml(tmp_path_factory):
+  root = tmp_path_factory.mktemp("trainer")
+  with data_path("gsm8k/test.jsonl").open(encoding="utf-8") as lines:
+    questions = [json.loads(line)["question"] for line in lines]
+  tokenizer = train_sentencepiece(questions, 512, root / "tok")
+  path = root / "run.yaml"
+  path.write_text(f"""
+model: {{preset: tiny, tokenizer: {tokenizer}}}
+env: {{name: "tests.rl.guess_env:GuessEnv"}}
+rewards: {{components: [{{name: outcome, weight: 1.0}}]}}
+grpo: {{drop_invalid: false, kl_coef: 0.001}}
+optim: {{learning_rate: 0.003}}
+rollout: {{group_size: 4, tasks_per_step: 2, max_turns: 1, max_context: 192, max_new_tokens: 8,
+           slots: 8, concurrency: 8, enable_thinking: false}}
+train: {{steps: 3, seq_len: 96, micro_batch_rows: 2, keep_checkpoints: 2, progress: false}}
+""")
+  return path
+
+
+def test_a_few_steps_learn_log_and_checkpoint(run_yaml, tmp_path):
+  config = load_config(RunConfig, run_yaml)
+  trainer = Trainer(config, tmp_path)
+  before = [np.asarray(x).copy() for x in jax.tree.leaves(trainer.params)]
+  trainer.run()
+  after = [np.asarray(x) for x in jax.tree.leaves(trainer.params)]
+  assert any(not np.array_equal(a, b) for a, b in zip(before, after))
+  lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  assert [line["step"] for line in lines] == [1, 2, 3]
+  for line in lines:
+    assert EXPECTED_METRICS <= set(line), EXPECTED_METRICS - set(line)
+  assert lines[-1]["policy_version"] == 3.0
+  assert TrainCheckpointer(str(tmp_path / "checkpoints")).all_steps() == [2, 3]  # keep 2
+  assert any((tmp_path / "tensorboard").iterdir())
+  assert (tmp_path / "config.yaml").read_text().startswith("model:")
+
+
+def _train(run_yaml, workdir, steps):
+  return subprocess.Popen(
+      [sys.executable, "-m", "toolorch_jax.cli", "train", "--config", str(run_yaml), "--workdir",
+       str(workdir), f"train.steps={steps}", "train.keep_checkpoints=10"],
+      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+      env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"})
+
+
+def _final_params(workdir, step):
+  checkpointer = TrainCheckpointer(str(workdir / "checkpoints"))
+  restored = checkpointer.restore(step)
+  return [np.asarray(x) for x in jax.tree.leaves(restored.params)]
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_is_bit_identical(run_yaml, tmp_path):
+  straight = _train(run_yaml, tmp_path / "straight", 4)
+  assert straight.wait(timeout=300) == 0, straight.stderr.read()
+
+  killed = _train(run_yaml, tmp_path / "killed", 4)
+  marker = tmp_path / "killed" / "checkpoints" / "2"
+  deadline = time.time() + 300
+  while not marker.is_dir() and time.time() < deadline and killed.poll() is None:
+    time.sleep(0.05)
+  assert marker.is_dir(), "no checkpoint of step 2 appeared"
+  killed.send_signal(signal.SIGKILL)
+  killed.wait()
+  steps_left = TrainCheckpointer(str(tmp_path / "killed" / "checkpoints")).all_steps()
+  assert steps_left and steps_left[-1] < 4  # really interrupted before the end
+  resumed = _train(run_yaml, tmp_path / "killed", 4)
+  assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
+
+  for a, b in zip(_final_params(tmp_path / "straight", 4), _final_params(tmp_path / "killed", 4),
+                  strict=True):
+    assert a.dtype == b.dtype and np.array_equal(a, b)
