@@ -111,9 +111,8 @@ def run_sft(config: SFTConfig, workdir: str | Path, tokenizer: Tokenizer | None 
                                               keep=config.train.keep_checkpoints)
   step, rng = 0, jax.random.key(config.train.seed)
   if checkpointer.latest_step() is not None:
-    abstract = lambda tree: jax.tree.map(
-        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), tree)
-    step, params, opt_state, rng = checkpointer.restore(None, abstract(params), abstract(opt_state))[:4]
+    step, params, opt_state, rng = checkpointer.restore(
+        None, checkpoint.abstract_like(params), checkpoint.abstract_like(opt_state))[:4]
   writer = MetricsWriter(str(workdir), config.train.steps, use_tensorboard=config.train.tensorboard,
                          progress=config.train.progress)
   rows = config.train.micro_batch_rows

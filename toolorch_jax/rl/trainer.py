@@ -135,9 +135,8 @@ class Trainer:
   def _restore(self) -> None:
     if self.checkpointer.latest_step() is None:
       return
-    abstract = lambda tree: jax.tree.map(
-        lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding), tree)
-    restored = self.checkpointer.restore(None, abstract(self.params), abstract(self.opt_state))
+    restored = self.checkpointer.restore(None, checkpoint.abstract_like(self.params),
+                                         checkpoint.abstract_like(self.opt_state))
     self.step, self.params, self.opt_state, self.rng, data_state = restored[:5]
     self.stream.set_state(data_state)
 
