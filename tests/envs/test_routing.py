@@ -84,8 +84,9 @@ def test_mistakes_are_observations(env, qwen):
 
 def test_preference_is_stated_and_kept(env):
   task = next(t for t in env.tasks("train") if t.preference.name == "cost first")
-  system = env.start(task).messages()[0]["content"]
-  assert "low cost (weight 1)" in system and "answer-1 | $10 | $30" in system
+  system, user = (m["content"] for m in env.start(task).messages())
+  assert "answer-1 | $10 | $30" in system
+  assert user.startswith(task.prompt) and user.endswith("low cost (weight 1).")
   assert task.preference.to_dict()["cost"] == 1.0
 
 

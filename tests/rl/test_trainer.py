@@ -52,7 +52,10 @@ def test_a_few_steps_learn_log_and_checkpoint(run_yaml, tmp_path):
   config = load_config(RunConfig, run_yaml)
   trainer = Trainer(config, tmp_path)
   before = [np.asarray(x).copy() for x in jax.tree.leaves(trainer.params)]
-  trainer.run()
+  try:
+    trainer.run()
+  finally:
+    trainer.close()
   after = [np.asarray(x) for x in jax.tree.leaves(trainer.params)]
   assert any(not np.array_equal(a, b) for a, b in zip(before, after))
   lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

@@ -128,6 +128,10 @@ class Environment(abc.ABC):
   def start(self, task: Task) -> EnvEpisode:
     """A fresh episode for `task` (its own state: databases are copied, never shared)."""
 
+  def corpus(self) -> list[str]:
+    """Texts to train a tokenizer for this environment on (default: the task prompts)."""
+    return [t.prompt for t in self.tasks()]
+
   def gold_script(self, task: Task) -> Callable[[list, list], dict[str, Any]]:
     """`(messages, tools) -> next assistant message` replaying the task's gold solution, for
     `toolorch eval --policy gold` (a self-check of the environment). Not every environment has one."""

@@ -11,12 +11,15 @@ task id, deterministically.
 from __future__ import annotations
 
 import dataclasses
+import random
 from typing import Any, Sequence
 
 from toolorch_jax.config import ConfigError
 from toolorch_jax.envs.base import EnvEpisode, Environment, ProfileConfig, Task, in_split, stable_unit
-from toolorch_jax.tokenizer import ToolCall
+from toolorch_jax.tokenizer import ToolCall, render_chat
+from toolorch_jax.tokenizer.chat_template import render_tool_call
 from toolorch_jax.tools.base import ToolContext, ToolResult
+from toolorch_jax.tools.pricing import estimate_tokens
 from toolorch_jax.tools.registry import load_toolset
 
 
@@ -32,10 +35,7 @@ class RoutingSettings:
   max_answer_chars: int = 1200  # of a consulted answer shown to the policy
 
 
-SYSTEM = (
-    "You route math word problems to expert models. You do not solve them yourself.\n"
-    "Tools: consult(model) shows you that model's answer; answer(model) submits that model's answer"
-    " as final; accept() submits the answer you consulted last as final.\n{prices}\n{preference}")
+SYSTEM = "Route the math question to an expert model; do not solve it yourself.\n{prices}"
 
 
 class RoutingEpisode(EnvEpisode):
@@ -46,9 +46,12 @@ class RoutingEpisode(EnvEpisode):
     self.correct = False
 
   def messages(self) -> list[dict[str, Any]]:
+    """The prices in the system turn; the user's preference right after the question, where the
+    decision is made."""
     preference = self.task.preference.describe() if self.task.preference else ""
-    system = SYSTEM.format(prices=self.env.price_table, preference=preference)
-    return [{"role": "system", "content": system}, {"role": "user", "content": self.task.prompt}]
+    system = SYSTEM.format(prices=self.env.price_table)
+    return [{"role": "system", "content": system},
+            {"role": "user", "content": f"{self.task.prompt}\n\n{preference}".strip()}]
 
   def tool_schemas(self) -> list[dict[str, Any]]:
     return self.env.schemas
@@ -104,11 +107,11 @@ class RoutingEnvironment(Environment):
               "required": ["model"], "additionalProperties": False}
     self.schemas = [
         {"type": "function", "function": {"name": "consult", "parameters": choice,
-                                          "description": "See this model's answer (you pay for it)."}},
+                                          "description": "See a model's answer."}},
         {"type": "function", "function": {"name": "answer", "parameters": choice,
-                                          "description": "Submit this model's answer as final."}},
+                                          "description": "Submit a model's answer as final."}},
         {"type": "function", "function": {"name": "accept", "parameters": {"type": "object", "properties": {}},
-                                          "description": "Submit the last consulted answer as final."}},
+                                          "description": "Submit the consulted answer as final."}},
     ]
     self._tasks: dict[str, list[Task]] = {"train": [], "test": []}
     for index, (prompt, row) in enumerate(self.expert.rows.items()):
@@ -133,10 +136,81 @@ class RoutingEnvironment(Environment):
   def start(self, task: Task) -> RoutingEpisode:
     return RoutingEpisode(task, self)
 
+  def corpus(self) -> list[str]:
+    """Texts a tokenizer for this environment should know: every prompt as the policy sees it
+    (system turn with the tools, the question), and a tool call of each kind."""
+    texts = []
+    for task in (t for split in self._tasks.values() for t in split):
+      episode = self.start(task)
+      texts.append(render_chat(episode.messages(), self.schemas, add_generation_prompt=True))
+    for name in ("consult", "answer"):
+      texts += [render_tool_call({"name": name, "arguments": {"model": m}}) for m in self.models]
+    texts.append(render_tool_call({"name": "accept", "arguments": {}}))
+    return texts
+
+  def demonstrations(self, tasks: Sequence[Task], count: int, seed: int) -> list[dict[str, Any]]:
+    """Warm-start conversations covering every decision uniformly (answer with an expert, or
+    consult one and then accept or escalate), with the recorded answers as tool results. The
+    choice is random, never the best one, so RL still has everything to learn."""
+    rng = random.Random(seed)
+    demos = []
+    for _ in range(count):
+      task = rng.choice(list(tasks))
+      episode = self.start(task)
+      first = rng.choice(self.models)
+      if rng.random() < 0.5:
+        turns = [("answer", first)]
+      else:
+        turns = [("consult", first), rng.choice([("accept", None)] + [("answer", m) for m in self.models])]
+      messages = episode.messages()
+      for name, model in turns:
+        arguments = {} if model is None else {"model": model}
+        messages.append({"role": "assistant", "content": "",
+                         "tool_calls": [{"name": name, "arguments": arguments}]})
+        if name == "consult":
+          row = self.expert.rows[task.prompt.strip()]
+          response = row[self.expert.models.resolve(model).model + self.expert.settings.response_suffix]
+          messages.append({"role": "tool", "content": response.strip()[:self.settings.max_answer_chars]})
+        else:
+          messages.append({"role": "tool", "content": "submitted"})
+      demos.append({"messages": messages[:-1], "tools": self.schemas})
+    return demos
+
+  def baselines(self, tasks: Sequence[Task], policy_costs: dict[str, float]) -> dict[str, dict]:
+    """Accuracy and mean cost of fixed routings on `tasks`: always the strong (first) or the weak
+    (last) expert, the oracle (cheapest right expert), and random mixing of the two at each given
+    cost (the straight line between them)."""
+    strong, weak = self.models[0], self.models[-1]
+    def route(choose):
+      picks = [choose(t) for t in tasks]
+      accuracy = sum(t.metadata["correct"][m] for t, m in zip(tasks, picks)) / len(tasks)
+      cost = sum(self._cost(t, m) for t, m in zip(tasks, picks)) / len(tasks)
+      return {"accuracy": accuracy, "mean_cost_usd": cost}
+    result = {"always_strong": route(lambda t: strong), "always_weak": route(lambda t: weak)}
+    oracle_pick = lambda t: next((m for m in sorted(self.models, key=lambda m: self._cost(t, m))
+                                  if t.metadata["correct"][m]), min(self.models, key=lambda m: self._cost(t, m)))
+    result["oracle"] = route(oracle_pick)
+    a, b = result["always_weak"], result["always_strong"]
+    result["random_at_matched_cost"] = {}
+    for name, cost in policy_costs.items():
+      share = min(max((cost - a["mean_cost_usd"]) / (b["mean_cost_usd"] - a["mean_cost_usd"]), 0.0), 1.0)
+      result["random_at_matched_cost"][name] = {
+          "accuracy": a["accuracy"] + share * (b["accuracy"] - a["accuracy"]), "mean_cost_usd": cost,
+          "strong_share": share}
+    return result
+
+  def _cost(self, task: Task, model: str) -> float:
+    row = self.expert.rows[task.prompt.strip()]
+    spec = self.expert.models.resolve(model)
+    response = row[spec.model + self.expert.settings.response_suffix]
+    chars = self.expert.settings.chars_per_token
+    return spec.price.cost(input_tokens=estimate_tokens(task.prompt, chars),
+                           output_tokens=estimate_tokens(response, chars))
+
   def gold_script(self, task: Task):
     """The oracle: the cheapest expert that was right (or the cheapest one when none was)."""
     right = [alias for alias in self.models if task.metadata["correct"][alias]]
-    cheapest = min(right or self.models, key=lambda a: self.expert.models.resolve(a).price.per_mtok_output)
+    cheapest = min(right or self.models, key=lambda m: self._cost(task, m))
 
     def script(messages, tools):
       return {"role": "assistant", "content": "",

@@ -16,10 +16,9 @@ def _config_path(args) -> str:
 def cmd_train(args: argparse.Namespace) -> int:
   from toolorch_jax.config import load_config
   from toolorch_jax.rl.config import RunConfig
-  from toolorch_jax.rl.trainer import Trainer
+  from toolorch_jax.rl.pipeline import run_training
 
-  config = load_config(RunConfig, _config_path(args), args.overrides)
-  Trainer(config, args.workdir).run()
+  run_training(load_config(RunConfig, _config_path(args), args.overrides), args.workdir)
   return 0
 
 

@@ -17,6 +17,7 @@ class ModelSection:
   overrides: list[str] = dataclasses.field(default_factory=list)  # e.g. ["remat=full"]
   init_from: str = ""  # Hugging Face directory or toolorch checkpoint to start from
   tokenizer: str = ""  # tokenizer path (directory or SentencePiece .model)
+  tokenizer_vocab: int = 0  # no path: train a SentencePiece of this size on the env's corpus
   vocab_from_tokenizer: bool = True  # size the embedding to the tokenizer (random init only)
 
 
@@ -48,6 +49,25 @@ class TrainSection:
 
 
 @dataclasses.dataclass
+class WarmStartConfig:
+  """SFT on demonstrations the environment generates, before RL (0 demonstrations: none)."""
+
+  demonstrations: int = 0
+  steps: int = 50
+  batch_size: int = 32
+  learning_rate: float = 1e-3
+
+
+@dataclasses.dataclass
+class ReportConfig:
+  """Held-out evaluation per preference profile before and after RL, written as a report."""
+
+  enabled: bool = False
+  split: str = "test"
+  tasks: int = 100  # held-out tasks evaluated per profile (0: all)
+
+
+@dataclasses.dataclass
 class RunConfig:
   model: ModelSection = dataclasses.field(default_factory=ModelSection)
   env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
@@ -57,3 +77,5 @@ class RunConfig:
   rollout: RolloutConfig = dataclasses.field(default_factory=RolloutConfig)
   train: TrainSection = dataclasses.field(default_factory=TrainSection)
   mesh: MeshConfig = dataclasses.field(default_factory=lambda: MeshConfig(data=1, fsdp=1, tensor=1))
+  warmstart: WarmStartConfig = dataclasses.field(default_factory=WarmStartConfig)
+  report: ReportConfig = dataclasses.field(default_factory=ReportConfig)

@@ -89,7 +89,8 @@ def rollout_metrics(trajectories: list[Trajectory], rewards, components, elapsed
 
 
 class Trainer:
-  def __init__(self, config: RunConfig, workdir: str | Path, tokenizer: Tokenizer | None = None):
+  def __init__(self, config: RunConfig, workdir: str | Path, tokenizer: Tokenizer | None = None,
+               env=None):
     from toolorch_jax.serving import Driver, Engine, EngineClient, EngineConfig, SamplingParams
 
     self.config = config
@@ -105,7 +106,7 @@ class Trainer:
     self.ref_params = jax.tree.map(jnp.copy, self.params) if config.grpo.kl_coef else None
     self.steps = StepFunctions(self.graphdef, self.optimizer, grpo_objective(config.grpo),
                                config.grpo.aggregation, self.mesh)
-    self.env = build_env(config.env)
+    self.env = env or build_env(config.env)
     tasks = list(self.env.tasks(config.rollout.split))
     if not tasks:
       raise ConfigError(f"rollout.split: environment '{config.env.name}' has no tasks in"
@@ -125,7 +126,8 @@ class Trainer:
     if self.step:
       self.engine.update_params(self.params, self.step)
     self.driver = Driver(self.engine)
-    self.policy = EnginePolicy(EngineClient(self.driver),
+    self.client = EngineClient(self.driver)
+    self.policy = EnginePolicy(self.client,
                                SamplingParams(temperature=r.temperature, top_p=r.top_p),
                                seed=config.train.seed)
     self.loop_config = LoopConfig(max_turns=r.max_turns, max_context=r.max_context,
@@ -199,7 +201,10 @@ class Trainer:
       self.checkpointer.wait()
     finally:
       writer.close()
-      self.driver.stop()
+
+  def close(self) -> None:
+    """Stops the engine's driver threads."""
+    self.driver.stop()
 
   def model(self) -> Qwen3:
     return nnx.merge(self.graphdef, self.params)

@@ -1,0 +1,41 @@
+"""The embedded default run, shortened: every stage runs and the report has its schema."""
+
+import json
+
+import pytest
+
+pytest.importorskip("jetstream", reason="training rollouts need the 'serve' extra and JetStream")
+
+from toolorch_jax.config import config_dir, load_config  # noqa: E402
+from toolorch_jax.rl.config import RunConfig  # noqa: E402
+from toolorch_jax.rl.pipeline import run_training  # noqa: E402
+
+SHORT = ["train.steps=2", "warmstart.steps=3", "warmstart.demonstrations=32", "report.tasks=6",
+         "rollout.tasks_per_step=2", "rollout.group_size=4", "train.progress=false",
+         "train.tensorboard=false"]
+PROFILE_KEYS = {"mean_reward", "accuracy", "mean_cost_usd", "mean_latency_s", "tool_mix", "n"}
+
+
+def test_short_local_run_writes_the_report(tmp_path):
+  config = load_config(RunConfig, config_dir() / "local.yaml", SHORT)
+  report = run_training(config, tmp_path)
+  saved = json.loads((tmp_path / "report.json").read_text())
+  assert saved == json.loads(json.dumps(report))
+  profiles = {"accuracy first", "cost first", "prefers answer-2"}
+  for stage in ("before", "after"):
+    assert set(saved[stage]) == profiles
+    for summary in saved[stage].values():
+      assert set(summary) == PROFILE_KEYS and summary["n"] == 6
+      assert set(summary["tool_mix"]) == {"answer-1", "answer-2"}
+  baselines = saved["baselines"]
+  assert {"always_strong", "always_weak", "random_at_matched_cost", "oracle"} <= set(baselines)
+  for name in ("always_strong", "always_weak", "oracle"):
+    assert set(baselines[name]) == {"accuracy", "mean_cost_usd"}
+  assert baselines["always_strong"]["mean_cost_usd"] > 10 * baselines["always_weak"]["mean_cost_usd"]
+  assert saved["wall_seconds"] > 0 and saved["peak_memory_mib"] > 0
+  assert "| after | cost first |" in (tmp_path / "report.md").read_text()
+  for picture in ("reward_curve.png", "accuracy_vs_cost.png"):
+    assert (tmp_path / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  assert (tmp_path / "tokenizer" / "tokenizer.model").is_file()
+  assert (tmp_path / "warmstart" / "model" / "model.yaml").is_file()
+  assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 2
