@@ -8,6 +8,7 @@ key (and the file), instead of surfacing as an AttributeError deep inside a trai
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
 from pathlib import Path
 from typing import Any, Sequence, TypeVar
@@ -107,6 +108,21 @@ def from_mapping(schema: type[T], data: Any, source: str) -> T:
     return OmegaConf.to_object(node)
   except OmegaConfBaseException as err:
     raise ConfigError(_describe(err, source)) from None
+
+
+def load_object(target: str, key: str) -> Any:
+  """The object a `module:attr` string names (a user's tool, reward or environment); the error
+  names the config key it came from."""
+  module_name, sep, attr = target.partition(":")
+  if not sep or not module_name or not attr:
+    raise ConfigError(f"{key}: '{target}' is not of the form module:attr")
+  try:
+    module = importlib.import_module(module_name)
+  except ImportError as err:
+    raise ConfigError(f"{key}: cannot import module '{module_name}': {err}") from None
+  if not hasattr(module, attr):
+    raise ConfigError(f"{key}: module '{module_name}' has no attribute '{attr}'")
+  return getattr(module, attr)
 
 
 def to_yaml(config: Any) -> str:

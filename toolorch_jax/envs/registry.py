@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import Any
 
-from toolorch_jax.config import ConfigError, config_dir, from_mapping, load_config
+from toolorch_jax.config import ConfigError, config_dir, from_mapping, load_config, load_object
 from toolorch_jax.envs.base import Environment
 
 _REGISTRY: dict[str, str] = {}  # name -> "module:attr", imported on first use
@@ -29,11 +28,7 @@ def resolve_env(name: str) -> type[Environment]:
   if ":" not in target:
     raise ConfigError(f"env.name: unknown environment '{name}'; registered: {sorted(_REGISTRY)},"
                       " or give module:attr")
-  module_name, _, attr = target.partition(":")
-  try:
-    cls = getattr(importlib.import_module(module_name), attr)
-  except (ImportError, AttributeError) as err:
-    raise ConfigError(f"env.name: cannot load '{target}': {err}") from None
+  cls = load_object(target, "env.name")
   if not (isinstance(cls, type) and issubclass(cls, Environment)):
     raise ConfigError(f"env.name: '{target}' is not an Environment subclass")
   return cls

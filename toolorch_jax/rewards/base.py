@@ -8,13 +8,12 @@ whole group at once because some (the preference reward) normalise over the grou
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from typing import Callable, Sequence
 
 import numpy as np
 
 from toolorch_jax.agent.trajectory import Trajectory
-from toolorch_jax.config import ConfigError
+from toolorch_jax.config import ConfigError, load_object
 
 RewardFn = Callable[[Trajectory, Sequence[Trajectory]], float]
 _REGISTRY: dict[str, RewardFn] = {}
@@ -33,11 +32,7 @@ def resolve_reward(name: str) -> RewardFn:
   if ":" not in name:
     raise ConfigError(f"rewards.components: unknown reward '{name}'; registered: {sorted(_REGISTRY)},"
                       " or give module:attr")
-  module_name, _, attr = name.partition(":")
-  try:
-    fn = getattr(importlib.import_module(module_name), attr)
-  except (ImportError, AttributeError) as err:
-    raise ConfigError(f"rewards.components: cannot load '{name}': {err}") from None
+  fn = load_object(name, "rewards.components")
   if not callable(fn):
     raise ConfigError(f"rewards.components: '{name}' is not callable")
   return fn

@@ -19,7 +19,6 @@ Every mistake is a ConfigError naming the file and the key.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -28,7 +27,7 @@ import jsonschema
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from toolorch_jax.config import ConfigError, _describe, config_dir, load_config, read_yaml
+from toolorch_jax.config import ConfigError, _describe, config_dir, load_config, load_object, read_yaml
 from toolorch_jax.tools.base import Limits, Tool, ToolContext, ToolResult
 from toolorch_jax.tools.catalog import ModelCatalog, ModelSpec
 from toolorch_jax.tools.pricing import Price
@@ -103,14 +102,7 @@ def resolve_type(type_name: str, key: str) -> type[Tool]:
     if ":" not in target:
       raise ConfigError(f"{key}: unknown tool type '{type_name}' (registered: "
                         f"{', '.join(sorted(TOOL_TYPES))}; or give module:attr of a Tool subclass)")
-    module_name, attr = target.split(":", 1)
-    try:
-      module = importlib.import_module(module_name)
-    except ImportError as err:
-      raise ConfigError(f"{key}: cannot import module '{module_name}': {err}") from None
-    if not hasattr(module, attr):
-      raise ConfigError(f"{key}: module '{module_name}' has no attribute '{attr}'")
-    target = getattr(module, attr)
+    target = load_object(target, key)
   if not (isinstance(target, type) and issubclass(target, Tool)):
     raise ConfigError(f"{key}: '{type_name}' is {target!r}, not a Tool subclass")
   return target

@@ -8,11 +8,11 @@ task stays in its split whatever the file order, the `limit` or the machine.
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
 from toolorch_jax.config import ConfigError
+from toolorch_jax.data.tasks import read_jsonl
 from toolorch_jax.tools.base import data_file
 
 SPLITS = ("train", "test", "all")
@@ -82,22 +82,13 @@ def parse_record(raw: Any, spec: DatasetSpec, where: str, index: int) -> QARecor
 
 def read_records(spec: DatasetSpec) -> list[QARecord]:
   """Every record of the file, in order; ConfigError naming the line and field of a bad one."""
-  path = data_file(spec.path, "env.settings.dataset")
   records, seen = [], {}
-  with path.open(encoding="utf-8") as lines:
-    for number, line in enumerate(lines, 1):
-      if not line.strip():
-        continue
-      where = f"{spec.path}:{number}"
-      try:
-        raw = json.loads(line)
-      except json.JSONDecodeError as err:
-        raise ConfigError(f"{where}: not valid JSON: {err}") from None
-      record = parse_record(raw, spec, where, len(records))
-      if record.id in seen:
-        raise ConfigError(f"{where}: duplicate id '{record.id}' (first on line {seen[record.id]})")
-      seen[record.id] = number
-      records.append(record)
+  for where, raw in read_jsonl(data_file(spec.path, "env.settings.dataset")):
+    record = parse_record(raw, spec, where, len(records))
+    if record.id in seen:
+      raise ConfigError(f"{where}: duplicate id '{record.id}' (first at {seen[record.id]})")
+    seen[record.id] = where
+    records.append(record)
   if not records:
     raise ConfigError(f"{spec.path}: no records")
   return records
