@@ -101,3 +101,10 @@ def test_sft_lowers_its_loss():
     params, opt_state, metrics = steps.update(params, opt_state, mbs, batch.num_tokens, batch.num_sequences)
     losses.append(float(metrics["loss"]))
   assert losses[-1] < 0.5 * losses[0]
+
+
+def test_entropy_bonus_enters_the_loss():
+  _, plain, *_ = run_update(grpo_objective(GRPOConfig()), micro=1)
+  _, bonus, *_ = run_update(grpo_objective(GRPOConfig(entropy_coef=0.1)), micro=1)
+  np.testing.assert_allclose(float(bonus["loss"]), float(plain["loss"]) - 0.1 * float(plain["entropy"]),
+                             rtol=1e-5)

@@ -31,6 +31,7 @@ class Preference:
   cost: float = 0.0
   latency: float = 0.0
   name: str = ""  # e.g. "accuracy first", "cost first"
+  statement: str = ""  # how the user puts it, shown before the weights
 
   def describe(self) -> str:
     parts = []
@@ -44,11 +45,11 @@ class Preference:
     liked = [f"{tool} (weight {w:g})" for tool, w in self.tools.items() if w]
     if liked:
       text += " Preferred tools: " + ", ".join(liked) + "."
-    return text
+    return f"{self.statement} {text}" if self.statement else text
 
   def to_dict(self) -> dict[str, Any]:
     return {"name": self.name, "tools": dict(self.tools), "accuracy": self.accuracy,
-            "cost": self.cost, "latency": self.latency}
+            "cost": self.cost, "latency": self.latency, "statement": self.statement}
 
 
 @dataclasses.dataclass
@@ -60,10 +61,11 @@ class ProfileConfig:
   cost: float = 0.0
   latency: float = 0.0
   tools: dict[str, float] = dataclasses.field(default_factory=dict)  # per tool or expert alias
+  statement: str = ""  # the user's own words for it, stated in the prompt
 
   def preference(self) -> Preference:
     return Preference(tools=dict(self.tools), accuracy=self.accuracy, cost=self.cost,
-                      latency=self.latency, name=self.name)
+                      latency=self.latency, name=self.name, statement=self.statement)
 
 
 def stable_unit(key: str) -> float:

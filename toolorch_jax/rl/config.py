@@ -65,6 +65,8 @@ class ReportConfig:
   enabled: bool = False
   split: str = "test"
   tasks: int = 100  # held-out tasks evaluated per profile (0: all)
+  temperature: float = 1.0  # the policy as trained samples; 0 evaluates its greedy choices
+  samples: int = 1  # episodes per task and profile
 
 
 @dataclasses.dataclass

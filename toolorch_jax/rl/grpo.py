@@ -26,6 +26,7 @@ class GRPOConfig:
   clip_high: float = 0.28
   dual_clip: float | None = 10.0
   kl_coef: float = 0.0  # 0: no reference model is kept (ToolOrchestra: 1e-4)
+  entropy_coef: float = 0.0  # bonus on token entropy (ToolOrchestra: 0); > 0 resists collapse
   aggregation: str = "token_mean"  # token_mean | sequence_mean
   tis_cap: float | None = None  # truncated importance sampling with rollout log-probs, if set
   max_staleness: int = 0  # policy versions an episode may lag the trainer (0: on-policy)

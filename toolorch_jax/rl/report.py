@@ -37,19 +37,21 @@ def _profile_summary(trajectories, rewards, models) -> dict:
 
 
 def evaluate_profiles(trainer, config: RunConfig) -> dict[str, dict]:
-  """Greedy episodes on held-out tasks under each preference profile of the environment."""
+  """Episodes on held-out tasks under each preference profile (seeded sampling at
+  `report.temperature`, the policy as trained; 0 for its greedy choices)."""
   from toolorch_jax.serving import SamplingParams
 
   env = trainer.env
   tasks = list(env.tasks(config.report.split))
   tasks = tasks[:config.report.tasks] if config.report.tasks else tasks
-  policy = EnginePolicy(trainer.client, SamplingParams(temperature=0.0))
+  policy = EnginePolicy(trainer.client, SamplingParams(temperature=config.report.temperature),
+                        seed=config.train.seed + 1)
   models = list(getattr(env, "models", []))
   summaries = {}
   for index, profile in enumerate(env.settings.profiles):
     profiled = env.with_profile(tasks, profile)
-    trajectories = asyncio.run(run_groups(env, policy, profiled, 1, trainer.tokenizer,
-                                          trainer.loop_config, first_group_id=0))
+    trajectories = asyncio.run(run_groups(env, policy, profiled, config.report.samples,
+                                          trainer.tokenizer, trainer.loop_config, first_group_id=0))
     for t in trajectories:
       t.group_id = index  # one normalisation group per profile
     rewards, _ = compute_rewards(trajectories, config.rewards)

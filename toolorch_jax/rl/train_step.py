@@ -47,15 +47,16 @@ def _forward_logp(graphdef, params, mb):
 
 def grpo_objective(config: GRPOConfig):
   """Per-token GRPO loss from log-probs; old/ref/rollout log-probs come with the micro-batch."""
-  def objective(logp, mb):
-    return policy_loss_terms(
+  def objective(logp, entropy, mb):
+    loss, diag = policy_loss_terms(
         logp, mb["old_logp"], mb["advantages"], config.clip_low, config.clip_high, config.dual_clip,
         ref_logp=mb.get("ref_logp"), kl_coef=config.kl_coef,
         rollout_logp=mb["rollout_logp"] if config.tis_cap else None, tis_cap=config.tis_cap)
+    return loss - config.entropy_coef * entropy, diag
   return objective
 
 
-def sft_objective(logp, mb):
+def sft_objective(logp, entropy, mb):
   """Next-token cross-entropy on the masked (assistant) tokens."""
   return -logp, {}
 
@@ -70,7 +71,7 @@ class StepFunctions:
 
     def loss_fn(params, mb, num_tokens, num_sequences):
       logp, entropy = _forward_logp(graphdef, params, mb)
-      per_token, diag = objective(logp, mb)
+      per_token, diag = objective(logp, entropy, mb)
       loss = aggregate(per_token, mb["loss_mask"], aggregation, mb["segments"], num_sequences, num_tokens)
       mask = mb["loss_mask"]
       sums = {"entropy": jnp.sum(entropy * mask)}

@@ -73,7 +73,14 @@ def rollout_metrics(trajectories: list[Trajectory], rewards, components, elapsed
     tool_counts.update(t.tool_counts)
     faults.update(t.faults)
   generated = sum(sum(t.loss_mask) for t in trajectories)
+  per_profile: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+  for t in trajectories:  # does the policy route differently per user preference?
+    if t.preference and t.preference.get("name"):
+      per_profile[t.preference["name"]].update(t.tool_counts)
+  profile_mix = {f"profile/{name}/{tool}": count / max(sum(counts.values()), 1)
+                 for name, counts in per_profile.items() for tool, count in sorted(counts.items())}
   return {
+      **profile_mix,
       "reward/mean": float(np.mean(rewards)), "reward/std": float(np.std(rewards)),
       **{f"reward/{name}": float(np.mean(values)) for name, values in components.items()},
       "accuracy": float(np.mean([t.outcome >= 1.0 for t in trajectories])),
