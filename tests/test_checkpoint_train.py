@@ -212,3 +212,13 @@ def test_gcs_without_gcsfs_names_the_extra(monkeypatch):
   monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
   with pytest.raises(ImportError, match=r"gs://b/run: gs:// paths need gcsfs.*toolorch_jax\[gcs\]"):
     TrainCheckpointer("gs://b/run")
+
+
+def test_relative_directories_work(tmp_path, monkeypatch):
+  """`toolorch train --workdir runs/x` gives relative paths; orbax itself only takes absolute ones."""
+  monkeypatch.chdir(tmp_path)
+  checkpointer = TrainCheckpointer("runs/x/checkpoints", async_save=False)
+  checkpointer.save(1, {"w": jnp.ones(3)}, {"m": jnp.zeros(3)}, jax.random.key(1), {"k": 1}, "cfg")
+  restored = checkpointer.restore()
+  assert restored.step == 1 and restored.data_state == {"k": 1}
+  assert (tmp_path / "runs" / "x" / "checkpoints" / "1").is_dir()

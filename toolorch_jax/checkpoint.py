@@ -13,6 +13,7 @@ pruned to the newest `keep`, so a run resumes from the latest step with everythi
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any, NamedTuple
 
 import jax
@@ -31,10 +32,11 @@ PARAMS_DIR = "params"
 
 
 def as_path(path: str) -> epath.Path:
-  """`path` as an epath; gs:// goes through gcsfs (or TensorFlow), so a missing one is named here
-  instead of failing deep inside a save."""
-  if str(path).startswith("gs://") and not any(
-      importlib.util.find_spec(name) for name in ("gcsfs", "tensorflow")):
+  """`path` as an epath: local paths made absolute (orbax refuses relative ones); gs:// goes
+  through gcsfs (or TensorFlow), so a missing one is named here instead of deep inside a save."""
+  if not str(path).startswith("gs://"):
+    return epath.Path(os.path.abspath(path))
+  if not any(importlib.util.find_spec(name) for name in ("gcsfs", "tensorflow")):
     raise ImportError(f"{path}: gs:// paths need gcsfs; install it with the 'gcs' extra"
                       " (pip install 'toolorch_jax[gcs]')")
   return epath.Path(path)
