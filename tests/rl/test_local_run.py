@@ -21,7 +21,7 @@ def test_short_local_run_writes_the_report(tmp_path):
   report = run_training(config, tmp_path)
   saved = json.loads((tmp_path / "report.json").read_text())
   assert saved == json.loads(json.dumps(report))
-  profiles = {"accuracy first", "cost first", "prefers answer-2"}
+  profiles = {"accuracy first", "cost first"}
   for stage in ("before", "after"):
     assert set(saved[stage]) == profiles
     for summary in saved[stage].values():
