@@ -1,0 +1,143 @@
+"""Train-step tokens/s on CPU: ours beside Tunix's Qwen3 and transformers' Qwen3 (issue 7; not a test).
+
+Same random weights (saved with `save_hf`, loaded by all three), the same batch of random token
+ids (B sequences of T tokens), next-token cross-entropy on every token, one AdamW update per step
+(lr 1e-6, weight decay 0.01, global-norm clip 1.0). Ours is the project's jitted train step
+(`StepFunctions` with the SFT objective, packed rows, one micro-batch); Tunix's model runs under
+`nnx.jit` with `nnx.Optimizer`; transformers runs eagerly in torch (2 threads). Each side gets
+warm-up steps (compilation excluded), then the best of `--repeats` timed runs of `--steps` steps.
+
+Run in the benchmark venv (see bench/README.md): `../bench-venv/bin/python bench/train_step_throughput.py`
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+from toolorch_jax.model import create_model, load_model_config, save_hf
+from toolorch_jax.rl.batch import Episode, pack
+from toolorch_jax.rl.train_step import OptimConfig, StepFunctions, build_optimizer, sft_objective
+
+sys.path.insert(0, str(Path(__file__).parent))
+from serving_throughput import load_tunix, set_tunix_rope_theta  # noqa: E402
+
+
+def timed(step, steps: int, repeats: int) -> float:
+  step()  # warm-up / compile
+  step()
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    for _ in range(steps):
+      step()
+    best = min(best, (time.perf_counter() - start) / steps)
+  return best
+
+
+def ours(config, tokens, steps, repeats):
+  model = create_model(config, seed=0)
+  graphdef, params = nnx.split(model)
+  optimizer = build_optimizer(OptimConfig())
+  state = {"params": params, "opt": optimizer.init(params)}
+  functions = StepFunctions(graphdef, optimizer, sft_objective)
+  batch = pack([Episode(row, [1] * len(row)) for row in tokens], seq_len=tokens.shape[1] - 1)
+  micro = batch.micro_batches(1)
+
+  def step():
+    state["params"], state["opt"], metrics = functions.update(state["params"], state["opt"], micro,
+                                                              batch.num_tokens, batch.num_sequences)
+    jax.block_until_ready(metrics["loss"])
+
+  return timed(step, steps, repeats)
+
+
+def tunix(hf_dir, config, tokens, steps, repeats):
+  model = load_tunix(hf_dir, config)
+  set_tunix_rope_theta(config.rope_theta)
+  optimizer = nnx.Optimizer(model, optax.chain(optax.clip_by_global_norm(1.0),
+                                               optax.adamw(1e-6, weight_decay=0.01)), wrt=nnx.Param)
+  inputs, targets = jnp.asarray(tokens[:, :-1]), jnp.asarray(tokens[:, 1:])
+  length = inputs.shape[1]
+  positions = jnp.broadcast_to(jnp.arange(length), inputs.shape)
+  mask = jnp.broadcast_to(jnp.tril(jnp.ones((length, length), bool)), (inputs.shape[0], length, length))
+
+  @nnx.jit
+  def train_step(model, optimizer):
+    def loss_fn(model):
+      logits, _ = model(inputs, positions, None, mask)
+      return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+    loss, grads = nnx.value_and_grad(loss_fn)(model)
+    optimizer.update(model, grads)
+    return loss
+
+  return timed(lambda: jax.block_until_ready(train_step(model, optimizer)), steps, repeats)
+
+
+def transformers_step(hf_dir, tokens, steps, repeats):
+  import torch
+  import transformers
+  torch.set_num_threads(2)
+  model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).train()
+  optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.01)
+  ids = torch.tensor(tokens, dtype=torch.long)
+
+  def step():
+    optimizer.zero_grad()
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+
+  return timed(step, steps, repeats)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--configs", nargs="+", default=["small", "qwen3-100m"])
+  parser.add_argument("--batch", type=int, default=8)
+  parser.add_argument("--seq-len", type=int, default=256)
+  parser.add_argument("--steps", type=int, default=3)
+  parser.add_argument("--repeats", type=int, default=2)
+  parser.add_argument("--out", default="runs/bench")
+  args = parser.parse_args()
+  rows = []
+  for name in args.configs:
+    config = load_model_config(name)
+    tokens = np.random.default_rng(0).integers(0, config.vocab_size, (args.batch, args.seq_len + 1))
+    with tempfile.TemporaryDirectory() as tmp:
+      save_hf(create_model(config, seed=0), config, tmp)
+      per_step = {"ours": ours(config, tokens, args.steps, args.repeats),
+                  "tunix": tunix(Path(tmp), config, tokens, args.steps, args.repeats),
+                  "transformers": transformers_step(tmp, tokens, args.steps, args.repeats)}
+    tokens_per_step = args.batch * args.seq_len
+    row = {"config": name, "params": config.num_params,
+           **{f"{k}_tok_s": tokens_per_step / v for k, v in per_step.items()}}
+    row["ours_over_tunix"] = row["ours_tok_s"] / row["tunix_tok_s"]
+    row["ours_over_transformers"] = row["ours_tok_s"] / row["transformers_tok_s"]
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+  out = Path(args.out)
+  out.mkdir(parents=True, exist_ok=True)
+  lines = ["| config | params | ours tok/s | Tunix tok/s | transformers tok/s | ours/Tunix | ours/transformers |",
+           "|---|---:|---:|---:|---:|---:|---:|"]
+  lines += [f"| {r['config']} | {r['params'] / 1e6:.1f}M | {r['ours_tok_s']:.0f} | {r['tunix_tok_s']:.0f} |"
+            f" {r['transformers_tok_s']:.0f} | {r['ours_over_tunix']:.2f} | {r['ours_over_transformers']:.2f} |"
+            for r in rows]
+  (out / "train_step.md").write_text("\n".join(lines) + "\n")
+  (out / "train_step.json").write_text(json.dumps(rows, indent=2) + "\n")
+  print("\n".join(lines))
+
+
+if __name__ == "__main__":
+  main()
