@@ -74,6 +74,14 @@ def stable_unit(key: str) -> float:
   return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2 ** 64
 
 
+def pick_for_task(choices: Sequence[Any], task_id: str) -> Any:
+  """One of `choices` fixed by the task id (e.g. its preference profile): the same for every
+  episode of the task's group and every rerun; None when there is nothing to pick."""
+  if not choices:
+    return None
+  return choices[int(stable_unit(f"preference:{task_id}") * len(choices))]
+
+
 def in_split(task_id: str, split: str, test_fraction: float) -> bool:
   """Whether a task belongs to `split` (train, test or all), held out by a hash of its id."""
   if split == "all":

@@ -15,7 +15,7 @@ import random
 from typing import Any, Sequence
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import EnvEpisode, Environment, ProfileConfig, Task, in_split, stable_unit
+from toolorch_jax.envs.base import EnvEpisode, Environment, ProfileConfig, Task, in_split, pick_for_task
 from toolorch_jax.tokenizer import ToolCall, render_chat
 from toolorch_jax.tokenizer.chat_template import render_tool_call
 from toolorch_jax.tools.base import ToolContext, ToolResult
@@ -118,7 +118,7 @@ class RoutingEnvironment(Environment):
       task_id = f"gsm8k-{index:04d}"
       correct = {alias: row[self.expert.models.resolve(alias).model].strip().lower() == "true"
                  for alias in self.models}
-      profile = s.profiles[int(stable_unit(f"preference:{task_id}") * len(s.profiles))]
+      profile = pick_for_task(s.profiles, task_id)
       task = Task(task_id, prompt, metadata={"correct": correct}, preference=profile.preference())
       self._tasks["test" if in_split(task_id, "test", s.test_fraction) else "train"].append(task)
 

@@ -8,31 +8,35 @@ the per-task groups used in training.
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import resource
 from pathlib import Path
 
 import numpy as np
 
+from toolorch_jax.agent.evaluate import summarize
 from toolorch_jax.agent.loop import run_groups
 from toolorch_jax.agent.policy import EnginePolicy
 from toolorch_jax.rewards import compute_rewards
 from toolorch_jax.rl.config import RunConfig
 
 
+def held_out_tasks(env, config: RunConfig) -> list:
+  tasks = list(env.tasks(config.report.split))
+  return tasks[:config.report.tasks] if config.report.tasks else tasks
+
+
 def _profile_summary(trajectories, rewards, models) -> dict:
-  calls = collections.Counter()
-  for t in trajectories:
-    calls.update({k: v for k, v in t.tool_counts.items() if k in models})
-  total = sum(calls.values()) or 1
+  """The evaluation summary with the composite reward, and the tool mix over the experts only."""
+  summary = summarize(trajectories)
+  expert_share = sum(summary["tool_mix"].get(m, 0.0) for m in models) or 1.0
   return {
       "mean_reward": float(np.mean(rewards)),
-      "accuracy": float(np.mean([t.outcome >= 1.0 for t in trajectories])),
-      "mean_cost_usd": float(np.mean([t.cost_usd for t in trajectories])),
-      "mean_latency_s": float(np.mean([t.latency_s for t in trajectories])),
-      "tool_mix": {m: calls[m] / total for m in models},
-      "n": len(trajectories),
+      "accuracy": summary["success_rate"],
+      "mean_cost_usd": summary["mean_cost_usd"],
+      "mean_latency_s": summary["mean_latency_s"],
+      "tool_mix": {m: summary["tool_mix"].get(m, 0.0) / expert_share for m in models},
+      "n": summary["n_tasks"],
   }
 
 
@@ -42,8 +46,7 @@ def evaluate_profiles(trainer, config: RunConfig) -> dict[str, dict]:
   from toolorch_jax.serving import SamplingParams
 
   env = trainer.env
-  tasks = list(env.tasks(config.report.split))
-  tasks = tasks[:config.report.tasks] if config.report.tasks else tasks
+  tasks = held_out_tasks(env, config)
   policy = EnginePolicy(trainer.client, SamplingParams(temperature=config.report.temperature),
                         seed=config.train.seed + 1)
   models = list(getattr(env, "models", []))
@@ -136,8 +139,7 @@ def _plots(workdir: Path, report: dict) -> None:
 
 def write_report(workdir: Path, config: RunConfig, env, before: dict, after: dict,
                  wall_seconds: float) -> dict:
-  tasks = list(env.tasks(config.report.split))
-  tasks = tasks[:config.report.tasks] if config.report.tasks else tasks
+  tasks = held_out_tasks(env, config)
   baselines = env.baselines(tasks, {p: s["mean_cost_usd"] for p, s in after.items()}) \
       if hasattr(env, "baselines") else {}
   report = {"before": before, "after": after, "baselines": baselines, "wall_seconds": wall_seconds,

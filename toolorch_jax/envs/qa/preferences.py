@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import Preference, ProfileConfig, stable_unit
+from toolorch_jax.envs.base import Preference, ProfileConfig
 
 
 def build_preferences(profiles: Sequence[ProfileConfig], choices: set[str]) -> list[Preference]:
@@ -30,8 +30,3 @@ def build_preferences(profiles: Sequence[ProfileConfig], choices: set[str]) -> l
     preferences.append(profile.preference())
   return preferences
 
-
-def pick_preference(preferences: Sequence[Preference], task_id: str) -> Preference | None:
-  if not preferences:
-    return None
-  return preferences[int(stable_unit(f"preference:{task_id}") * len(preferences))]
