@@ -202,7 +202,7 @@ BAD_SETTINGS = [
      "env.settings.toolset: the tool set has no tool 'enhance_reasoning'"),
     ({"toolset": "nothere"}, "unknown tool set 'nothere'"),
     ({"preferences": [{"tools": {"answer-7": 1.0}}]},
-     "env.settings.preferences[0].tools.answer-7: not a tool or model of this surface"),
+     "env.settings.preferences[0].tools.answer-7: not a tool or model the policy can choose"),
     ({"preferences": [{"cost": -1.0}]}, "env.settings.preferences[0].cost: weights must be >= 0"),
     ({"preference": []}, "unknown key 'preference'"),
     ({"limit": "many"}, "bad value for key 'limit'"),

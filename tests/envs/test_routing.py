@@ -1,6 +1,7 @@
 """Routing over RouteLLM's recorded GSM8K answers: splits, decisions, outcomes, prices."""
 
 import asyncio
+import collections
 import csv
 import json
 
@@ -8,6 +9,7 @@ import pytest
 
 from toolorch_jax import cli
 from toolorch_jax.agent import LoopConfig, ScriptedPolicy, run_episode
+from toolorch_jax.config import ConfigError
 from toolorch_jax.datadir import data_path
 from toolorch_jax.envs import load_env
 from toolorch_jax.tokenizer import load_tokenizer
@@ -98,3 +100,46 @@ def test_oracle_accuracy_is_any_expert_right(env, recorded, tmp_path):
   assert summary["success_rate"] == pytest.approx(expected)
   rows = [recorded[t.prompt.strip()] for t in env.tasks("test")]
   assert expected == pytest.approx(sum(r[GPT4] == "True" or r[MIXTRAL] == "True" for r in rows) / len(rows))
+
+
+def test_a_consult_shows_the_end_of_the_answer(recorded):
+  env = load_env("routing", overrides=["settings.max_answer_chars=120"])
+  task = next(t for t in env.tasks("train") if len(recorded[t.prompt.strip()][MIXTRAL + "_response"].strip()) > 400)
+  full = recorded[task.prompt.strip()][MIXTRAL + "_response"].strip()
+  shown = env.response(task, "answer-2")
+  assert shown == "..." + full[-120:] and "####" in shown  # GSM8K's result line is kept
+
+
+def test_corpus_holds_prompts_answers_and_plans(env, recorded):
+  corpus = env.corpus()
+  task = env.tasks("test")[0]
+  assert any(task.prompt in text for text in corpus)
+  assert env.response(task, "answer-1") in corpus and env.response(task, "answer-2") in corpus
+  assert {"Priority: accuracy first.", "Priority: cost first."} <= set(corpus)
+
+
+def test_demonstrations_state_the_priority_but_choose_at_random(env):
+  demos = env.demonstrations(env.tasks("train"), 3000, seed=1)
+  preference_of = {t.prompt: t.preference for t in env.tasks("train")}
+  first = collections.Counter()
+  for demo in demos:
+    profile = preference_of[demo["messages"][1]["content"].rsplit("\n\n", 1)[0]]
+    calls = [m for m in demo["messages"] if m["role"] == "assistant"]
+    assert all(m["content"] == f"Priority: {profile.name}." for m in calls)
+    call = calls[0]["tool_calls"][0]
+    first[(profile.name, call["name"], call["arguments"]["model"])] += 1
+  # every profile sees each first call (answer or consult, either expert) about equally often
+  for profile in ("accuracy first", "cost first"):
+    counts = [first[(profile, name, model)] for name in ("answer", "consult") for model in ("answer-1", "answer-2")]
+    assert max(counts) / min(counts) < 1.3, counts
+
+
+def test_profiles_are_drawn_in_proportion_to_their_share():
+  profiles = ("[{name: a, share: 3}, {name: b, share: 1}]")
+  env = load_env("routing", overrides=[f"settings.profiles={profiles}"])
+  names = collections.Counter(t.preference.name for split in ("train", "test") for t in env.tasks(split))
+  assert 0.7 < names["a"] / 1319 < 0.8
+  assert [t.preference.name for t in load_env("routing", overrides=[f"settings.profiles={profiles}"]).tasks("test")] \
+      == [t.preference.name for t in env.tasks("test")]
+  with pytest.raises(ConfigError, match=r"settings.profiles\[1\].share must be positive"):
+    load_env("routing", overrides=["settings.profiles=[{name: a}, {name: b, share: 0}]"])

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
+from toolorch_jax.config import ConfigError
 from toolorch_jax.tokenizer import ParsedAssistant, ToolCall
 from toolorch_jax.tools.base import ToolContext, ToolResult
 
@@ -62,10 +63,32 @@ class ProfileConfig:
   latency: float = 0.0
   tools: dict[str, float] = dataclasses.field(default_factory=dict)  # per tool or expert alias
   statement: str = ""  # the user's own words for it, stated in the prompt
+  share: float = 1.0  # how often tasks get this profile, relative to the other profiles
 
   def preference(self) -> Preference:
     return Preference(tools=dict(self.tools), accuracy=self.accuracy, cost=self.cost,
                       latency=self.latency, name=self.name, statement=self.statement)
+
+
+def build_preferences(profiles: Sequence[ProfileConfig], choices: set[str], key: str) -> list[Preference]:
+  """Checked profiles (`key` names them in errors): weights >= 0, shares > 0, and a tool weight
+  must name a tool or model the policy can choose."""
+  preferences = []
+  for i, profile in enumerate(profiles):
+    where = f"{key}[{i}]"
+    weights = {"accuracy": profile.accuracy, "cost": profile.cost, "latency": profile.latency}
+    weights |= {f"tools.{name}": w for name, w in profile.tools.items()}
+    for field, weight in weights.items():
+      if weight < 0:
+        raise ConfigError(f"{where}.{field}: weights must be >= 0, got {weight:g}")
+    if not profile.share > 0:
+      raise ConfigError(f"{where}.share must be positive, got {profile.share:g}")
+    for name in profile.tools:
+      if name not in choices:
+        raise ConfigError(f"{where}.tools.{name}: not a tool or model the policy can choose"
+                          f" (choices: {', '.join(sorted(choices))})")
+    preferences.append(profile.preference())
+  return preferences
 
 
 def stable_unit(key: str) -> float:
@@ -74,12 +97,19 @@ def stable_unit(key: str) -> float:
   return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2 ** 64
 
 
-def pick_for_task(choices: Sequence[Any], task_id: str) -> Any:
-  """One of `choices` fixed by the task id (e.g. its preference profile): the same for every
-  episode of the task's group and every rerun; None when there is nothing to pick."""
+def pick_for_task(choices: Sequence[Any], task_id: str, shares: Sequence[float] | None = None) -> Any:
+  """One of `choices` fixed by the task id (e.g. its preference profile), drawn in proportion to
+  `shares` (equal when None): the same for every episode of the task's group and every rerun;
+  None when there is nothing to pick."""
   if not choices:
     return None
-  return choices[int(stable_unit(f"preference:{task_id}") * len(choices))]
+  shares = list(shares) if shares is not None else [1.0] * len(choices)
+  point = stable_unit(f"preference:{task_id}") * sum(shares)
+  for choice, share in zip(choices, shares):
+    if point < share:
+      return choice
+    point -= share
+  return choices[-1]
 
 
 def in_split(task_id: str, split: str, test_fraction: float) -> bool:

@@ -15,7 +15,8 @@ import random
 from typing import Any, Sequence
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import EnvEpisode, Environment, ProfileConfig, Task, in_split, pick_for_task
+from toolorch_jax.envs.base import (EnvEpisode, Environment, Preference, ProfileConfig, Task, build_preferences,
+                                   in_split, pick_for_task)
 from toolorch_jax.tokenizer import ToolCall, render_chat
 from toolorch_jax.tokenizer.chat_template import render_tool_call
 from toolorch_jax.tools.base import ToolContext, ToolResult
@@ -32,7 +33,7 @@ class RoutingSettings:
   profiles: list[ProfileConfig] = dataclasses.field(default_factory=lambda: [
       ProfileConfig("accuracy first", accuracy=1.0),
       ProfileConfig("cost first", accuracy=1.0, cost=1.0)])
-  max_answer_chars: int = 1200  # of a consulted answer shown to the policy
+  max_answer_chars: int = 1200  # of a consulted answer shown to the policy: its end, the conclusion
 
 
 SYSTEM = "Route the math question to an expert model; do not solve it yourself.\n{prices}"
@@ -80,7 +81,7 @@ class RoutingEpisode(EnvEpisode):
       self.correct, self.done = bool(result.metadata.get("correct")), True
       return dataclasses.replace(result, text=f"submitted the answer of {call.arguments['model']}")
     self.last_consulted = result.metadata
-    return dataclasses.replace(result, text=result.text.strip()[:self.env.settings.max_answer_chars])
+    return dataclasses.replace(result, text=self.env.shown(result.text))
 
   def score(self) -> float:
     return float(self.done and self.correct)
@@ -113,14 +114,28 @@ class RoutingEnvironment(Environment):
         {"type": "function", "function": {"name": "accept", "parameters": {"type": "object", "properties": {}},
                                           "description": "Submit the consulted answer as final."}},
     ]
+    preferences = build_preferences(s.profiles, {*self.models, "consult", "answer", "accept"},
+                                    "settings.profiles")
+    shares = [profile.share for profile in s.profiles]
     self._tasks: dict[str, list[Task]] = {"train": [], "test": []}
     for index, (prompt, row) in enumerate(self.expert.rows.items()):
       task_id = f"gsm8k-{index:04d}"
       correct = {alias: row[self.expert.models.resolve(alias).model].strip().lower() == "true"
                  for alias in self.models}
-      profile = pick_for_task(s.profiles, task_id)
-      task = Task(task_id, prompt, metadata={"correct": correct}, preference=profile.preference())
+      task = Task(task_id, prompt, metadata={"correct": correct},
+                  preference=pick_for_task(preferences, task_id, shares))
       self._tasks["test" if in_split(task_id, "test", s.test_fraction) else "train"].append(task)
+
+  def shown(self, answer: str) -> str:
+    """A consulted answer as the policy reads it: its last `max_answer_chars` characters, where
+    the conclusion (and GSM8K's `#### result` line) is, so a small context keeps what decides."""
+    answer, limit = answer.strip(), self.settings.max_answer_chars
+    return answer if len(answer) <= limit else "..." + answer[-limit:]
+
+  def response(self, task: Task, model: str) -> str:
+    """The recorded answer of `model` to the task, as a consult shows it."""
+    row = self.expert.rows[task.prompt.strip()]
+    return self.shown(row[self.expert.models.resolve(model).model + self.expert.settings.response_suffix])
 
   def tasks(self, split: str | None = None) -> Sequence[Task]:
     split = split or "train"
@@ -138,11 +153,14 @@ class RoutingEnvironment(Environment):
 
   def corpus(self) -> list[str]:
     """Texts a tokenizer for this environment should know: every prompt as the policy sees it
-    (system turn with the tools, the question), and a tool call of each kind."""
+    (system turn with the tools, the question), every answer a consult can show, and a tool call
+    of each kind."""
     texts = []
     for task in (t for split in self._tasks.values() for t in split):
       episode = self.start(task)
       texts.append(render_chat(episode.messages(), self.schemas, add_generation_prompt=True))
+      texts += [self.response(task, model) for model in self.models]
+    texts += [self._plan(profile.preference()) for profile in self.settings.profiles]
     for name in ("consult", "answer"):
       texts += [render_tool_call({"name": name, "arguments": {"model": m}}) for m in self.models]
     texts.append(render_tool_call({"name": "accept", "arguments": {}}))
@@ -151,7 +169,10 @@ class RoutingEnvironment(Environment):
   def demonstrations(self, tasks: Sequence[Task], count: int, seed: int) -> list[dict[str, Any]]:
     """Warm-start conversations covering every decision uniformly (answer with an expert, or
     consult one and then accept or escalate), with the recorded answers as tool results. The
-    choice is random, never the best one, so RL still has everything to learn."""
+    choice is random, never the best one, so RL still has everything to learn. Each call opens
+    with a one-line plan naming the user's priority ("Priority: cost first."): the format puts
+    the preference right where the decision is made, which a small policy reads far more easily
+    than a statement a hundred tokens back."""
     rng = random.Random(seed)
     demos = []
     for _ in range(count):
@@ -163,18 +184,22 @@ class RoutingEnvironment(Environment):
       else:
         turns = [("consult", first), rng.choice([("accept", None)] + [("answer", m) for m in self.models])]
       messages = episode.messages()
+      plan = self._plan(task.preference)
       for name, model in turns:
         arguments = {} if model is None else {"model": model}
-        messages.append({"role": "assistant", "content": "",
+        messages.append({"role": "assistant", "content": plan,
                          "tool_calls": [{"name": name, "arguments": arguments}]})
         if name == "consult":
-          row = self.expert.rows[task.prompt.strip()]
-          response = row[self.expert.models.resolve(model).model + self.expert.settings.response_suffix]
-          messages.append({"role": "tool", "content": response.strip()[:self.settings.max_answer_chars]})
+          messages.append({"role": "tool", "content": self.response(task, model)})
         else:
           messages.append({"role": "tool", "content": "submitted"})
       demos.append({"messages": messages[:-1], "tools": self.schemas})
     return demos
+
+  @staticmethod
+  def _plan(preference: Preference | None) -> str:
+    """The one-line plan demonstrations open each call with: the user's priority, by name."""
+    return f"Priority: {preference.name}." if preference and preference.name else ""
 
   def baselines(self, tasks: Sequence[Task], policy_costs: dict[str, float]) -> dict[str, dict]:
     """Accuracy and mean cost of fixed routings on `tasks`: always the strong (first) or the weak
@@ -202,7 +227,7 @@ class RoutingEnvironment(Environment):
   def _cost(self, task: Task, model: str) -> float:
     row = self.expert.rows[task.prompt.strip()]
     spec = self.expert.models.resolve(model)
-    response = row[spec.model + self.expert.settings.response_suffix]
+    response = row[spec.model + self.expert.settings.response_suffix]  # priced in full
     chars = self.expert.settings.chars_per_token
     return spec.price.cost(input_tokens=estimate_tokens(task.prompt, chars),
                            output_tokens=estimate_tokens(response, chars))
