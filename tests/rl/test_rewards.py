@@ -45,6 +45,19 @@ def test_preference_reward_by_hand():
   assert total[0] > total[1]  # cheaper and faster score higher
 
 
+def test_preference_share_does_not_pay_for_calling_the_preferred_expert_twice():
+  likes_1 = {"tools": {"answer-1": 1.0}, "accuracy": 1.0, "cost": 0.0, "latency": 0.0}
+  group = [episode(0, 1.0, [("answer-1", 0.01, 1.0)], likes_1),  # answer with answer-1
+           episode(0, 1.0, [("answer-1", 0.01, 1.0), ("answer-1", 0.01, 1.0)], likes_1),  # consult, answer
+           episode(0, 1.0, [("answer-2", 0.001, 1.0), ("answer-1", 0.01, 1.0)], likes_1),  # escalate
+           episode(0, 1.0, [("answer-2", 0.001, 1.0)], likes_1)]
+  counts, _ = compute_rewards(group, RewardConfig([RewardComponent("preference")]))
+  shares, _ = compute_rewards(group, RewardConfig([RewardComponent("preference_share")]))
+  # answer-1 counts 1, 2, 1, 0 (normalised 0.5, 1, 0.5, 0); shares 1, 1, 0.5, 0; accuracy constant
+  np.testing.assert_allclose(counts, [0.5, 1.0, 0.5, 0.0])
+  np.testing.assert_allclose(shares, [1.0, 1.0, 0.5, 0.0])
+
+
 def test_preference_skips_constant_features_and_groups_are_separate():
   same = [episode(5, 1.0, [("answer-2", 0.001, 1.0)]), episode(5, 1.0, [("answer-2", 0.001, 1.0)])]
   other = [episode(6, 1.0, [("answer-1", 0.5, 9.0)]), episode(6, 0.0, [])]

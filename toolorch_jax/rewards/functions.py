@@ -24,11 +24,28 @@ def efficiency(trajectory: Trajectory, group: Sequence[Trajectory]) -> float:
   return max(0.2, 1.0 - 5.0 * trajectory.cost_usd - trajectory.latency_s / 500.0)
 
 
-def preference_features(trajectory: Trajectory, tools: Sequence[str]) -> list[float]:
-  """Per-tool call counts, accuracy, -cost, -latency: larger is better for the last three."""
+def preference_features(trajectory: Trajectory, tools: Sequence[str], tool_shares: bool = False) -> list[float]:
+  """Per-tool call counts (or shares of the episode's calls), accuracy, -cost, -latency: larger is
+  better for the last three."""
   counts = trajectory.tool_counts
-  return [float(counts.get(tool, 0)) for tool in tools] + [
+  total = sum(counts.values()) if tool_shares else 1
+  return [float(counts.get(tool, 0)) / max(total, 1) for tool in tools] + [
       trajectory.outcome, -trajectory.cost_usd, -trajectory.latency_s]
+
+
+def _preference(trajectory: Trajectory, group: Sequence[Trajectory], tool_shares: bool) -> float:
+  if trajectory.outcome < 1.0 or not trajectory.preference:
+    return 0.0
+  pref = trajectory.preference
+  tools = sorted(pref.get("tools", {}))
+  weights = np.array([pref["tools"][t] for t in tools] + [pref.get("accuracy", 0.0),
+                                                          pref.get("cost", 0.0), pref.get("latency", 0.0)])
+  features = np.array([preference_features(t, tools, tool_shares) for t in group])
+  mine = np.array(preference_features(trajectory, tools, tool_shares))
+  low, high = features.min(axis=0), features.max(axis=0)
+  spread = high - low
+  normalised = np.where(spread > 0, (mine - low) / np.where(spread > 0, spread, 1.0), 0.0)
+  return float(np.dot(weights, normalised))
 
 
 @register_reward("preference")
@@ -38,15 +55,11 @@ def preference(trajectory: Trajectory, group: Sequence[Trajectory]) -> float:
   0 when the outcome is wrong; otherwise each feature is min-max normalised over the group
   (features equal across the group are skipped) and dotted with the task's preference vector.
   """
-  if trajectory.outcome < 1.0 or not trajectory.preference:
-    return 0.0
-  pref = trajectory.preference
-  tools = sorted(pref.get("tools", {}))
-  weights = np.array([pref["tools"][t] for t in tools] + [pref.get("accuracy", 0.0),
-                                                          pref.get("cost", 0.0), pref.get("latency", 0.0)])
-  features = np.array([preference_features(t, tools) for t in group])
-  mine = np.array(preference_features(trajectory, tools))
-  low, high = features.min(axis=0), features.max(axis=0)
-  spread = high - low
-  normalised = np.where(spread > 0, (mine - low) / np.where(spread > 0, spread, 1.0), 0.0)
-  return float(np.dot(weights, normalised))
+  return _preference(trajectory, group, tool_shares=False)
+
+
+@register_reward("preference_share")
+def preference_share(trajectory: Trajectory, group: Sequence[Trajectory]) -> float:
+  """The preference reward with each preferred tool's share of the episode's calls in place of
+  its count: calling a preferred tool again (paying twice) earns nothing, where counts reward it."""
+  return _preference(trajectory, group, tool_shares=True)
