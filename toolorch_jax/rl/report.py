@@ -119,7 +119,7 @@ def _plots(workdir: Path, report: dict) -> None:
   figure.savefig(workdir / "reward_curve.png", dpi=110)
   plt.close(figure)
 
-  figure, axis = plt.subplots(figsize=(6, 4.5))
+  figure, axis = plt.subplots(figsize=(8, 4.5))
   base = report["baselines"]
   if "always_weak" in base:
     weak, strong = base["always_weak"], base["always_strong"]
@@ -131,7 +131,7 @@ def _plots(workdir: Path, report: dict) -> None:
     for profile, s in report[stage].items():
       axis.scatter(s["mean_cost_usd"], s["accuracy"], marker=marker, s=60, label=f"{stage}: {profile}")
   axis.set(xlabel="mean cost per task (USD)", ylabel="accuracy (held out)", title="Accuracy vs cost")
-  axis.legend(fontsize=7)
+  axis.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))  # beside, not on, the points
   figure.tight_layout()
   figure.savefig(workdir / "accuracy_vs_cost.png", dpi=110)
   plt.close(figure)
