@@ -171,8 +171,8 @@ class RoutingEnvironment(Environment):
     consult one and then accept or escalate), with the recorded answers as tool results. The
     choice is random, never the best one, so RL still has everything to learn. Each call opens
     with a one-line plan naming the user's priority ("Priority: cost first."): the format puts
-    the preference right where the decision is made, which a small policy reads far more easily
-    than a statement a hundred tokens back."""
+    the preference right where the decision is made, which a small policy links to its call far
+    more easily than the statement at the end of the user turn."""
     rng = random.Random(seed)
     demos = []
     for _ in range(count):
