@@ -70,46 +70,49 @@ class ProfileConfig:
                       latency=self.latency, name=self.name, statement=self.statement)
 
 
-def build_preferences(profiles: Sequence[ProfileConfig], choices: set[str], key: str) -> list[Preference]:
-  """Checked profiles (`key` names them in errors): weights >= 0, shares > 0, and a tool weight
-  must name a tool or model the policy can choose."""
-  preferences = []
-  for i, profile in enumerate(profiles):
-    where = f"{key}[{i}]"
-    weights = {"accuracy": profile.accuracy, "cost": profile.cost, "latency": profile.latency}
-    weights |= {f"tools.{name}": w for name, w in profile.tools.items()}
-    for field, weight in weights.items():
-      if weight < 0:
-        raise ConfigError(f"{where}.{field}: weights must be >= 0, got {weight:g}")
-    if not profile.share > 0:
-      raise ConfigError(f"{where}.share must be positive, got {profile.share:g}")
-    for name in profile.tools:
-      if name not in choices:
-        raise ConfigError(f"{where}.tools.{name}: not a tool or model the policy can choose"
-                          f" (choices: {', '.join(sorted(choices))})")
-    preferences.append(profile.preference())
-  return preferences
-
-
 def stable_unit(key: str) -> float:
   """A number in [0, 1) fixed by `key` alone: the same in every process and on every machine,
   for splits and per-task draws that adding tasks does not reshuffle."""
   return int.from_bytes(hashlib.sha256(key.encode("utf-8")).digest()[:8], "big") / 2 ** 64
 
 
-def pick_for_task(choices: Sequence[Any], task_id: str, shares: Sequence[float] | None = None) -> Any:
-  """One of `choices` fixed by the task id (e.g. its preference profile), drawn in proportion to
-  `shares` (equal when None): the same for every episode of the task's group and every rerun;
-  None when there is nothing to pick."""
-  if not choices:
-    return None
-  shares = list(shares) if shares is not None else [1.0] * len(choices)
-  point = stable_unit(f"preference:{task_id}") * sum(shares)
-  for choice, share in zip(choices, shares):
-    if point < share:
-      return choice
-    point -= share
-  return choices[-1]
+@dataclasses.dataclass(frozen=True)
+class PreferenceDraw:
+  """Checked preference profiles, one drawn per task id in proportion to its share: the same for
+  every episode of the task's group and every rerun, and adding tasks does not reshuffle others."""
+
+  preferences: tuple[Preference, ...]
+  shares: tuple[float, ...]
+
+  @classmethod
+  def from_profiles(cls, profiles: Sequence[ProfileConfig], choices: set[str], key: str) -> "PreferenceDraw":
+    """Checks each profile (`key` names it in errors): weights >= 0, share > 0, and a tool weight
+    must name a tool or model the policy can choose."""
+    for i, profile in enumerate(profiles):
+      where = f"{key}[{i}]"
+      weights = {"accuracy": profile.accuracy, "cost": profile.cost, "latency": profile.latency}
+      weights |= {f"tools.{name}": w for name, w in profile.tools.items()}
+      for field, weight in weights.items():
+        if weight < 0:
+          raise ConfigError(f"{where}.{field}: weights must be >= 0, got {weight:g}")
+      if not profile.share > 0:
+        raise ConfigError(f"{where}.share must be positive, got {profile.share:g}")
+      for name in profile.tools:
+        if name not in choices:
+          raise ConfigError(f"{where}.tools.{name}: not a tool or model the policy can choose"
+                            f" (choices: {', '.join(sorted(choices))})")
+    return cls(tuple(p.preference() for p in profiles), tuple(p.share for p in profiles))
+
+  def for_task(self, task_id: str) -> Preference | None:
+    """The task's preference; None when no profile is configured."""
+    if not self.preferences:
+      return None
+    point = stable_unit(f"preference:{task_id}") * sum(self.shares)
+    for preference, share in zip(self.preferences, self.shares):
+      if point < share:
+        return preference
+      point -= share
+    return self.preferences[-1]
 
 
 def in_split(task_id: str, split: str, test_fraction: float) -> bool:

@@ -15,8 +15,8 @@ import random
 from typing import Any, Sequence
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import (EnvEpisode, Environment, Preference, ProfileConfig, Task, build_preferences,
-                                   in_split, pick_for_task)
+from toolorch_jax.envs.base import (EnvEpisode, Environment, Preference, PreferenceDraw, ProfileConfig, Task,
+                                   in_split)
 from toolorch_jax.tokenizer import ToolCall, render_chat
 from toolorch_jax.tokenizer.chat_template import render_tool_call
 from toolorch_jax.tools.base import ToolContext, ToolResult
@@ -114,16 +114,14 @@ class RoutingEnvironment(Environment):
         {"type": "function", "function": {"name": "accept", "parameters": {"type": "object", "properties": {}},
                                           "description": "Submit the consulted answer as final."}},
     ]
-    preferences = build_preferences(s.profiles, {*self.models, "consult", "answer", "accept"},
-                                    "settings.profiles")
-    shares = [profile.share for profile in s.profiles]
+    draw = PreferenceDraw.from_profiles(s.profiles, {*self.models, "consult", "answer", "accept"},
+                                        "settings.profiles")
     self._tasks: dict[str, list[Task]] = {"train": [], "test": []}
     for index, (prompt, row) in enumerate(self.expert.rows.items()):
       task_id = f"gsm8k-{index:04d}"
       correct = {alias: row[self.expert.models.resolve(alias).model].strip().lower() == "true"
                  for alias in self.models}
-      task = Task(task_id, prompt, metadata={"correct": correct},
-                  preference=pick_for_task(preferences, task_id, shares))
+      task = Task(task_id, prompt, metadata={"correct": correct}, preference=draw.for_task(task_id))
       self._tasks["test" if in_split(task_id, "test", s.test_fraction) else "train"].append(task)
 
   def shown(self, answer: str) -> str:
@@ -132,10 +130,14 @@ class RoutingEnvironment(Environment):
     answer, limit = answer.strip(), self.settings.max_answer_chars
     return answer if len(answer) <= limit else "..." + answer[-limit:]
 
+  def _recorded(self, task: Task, model: str) -> str:
+    """The recorded answer of `model` to the task, in full."""
+    row = self.expert.rows[task.prompt.strip()]
+    return row[self.expert.models.resolve(model).model + self.expert.settings.response_suffix]
+
   def response(self, task: Task, model: str) -> str:
     """The recorded answer of `model` to the task, as a consult shows it."""
-    row = self.expert.rows[task.prompt.strip()]
-    return self.shown(row[self.expert.models.resolve(model).model + self.expert.settings.response_suffix])
+    return self.shown(self._recorded(task, model))
 
   def tasks(self, split: str | None = None) -> Sequence[Task]:
     split = split or "train"
@@ -225,12 +227,10 @@ class RoutingEnvironment(Environment):
     return result
 
   def _cost(self, task: Task, model: str) -> float:
-    row = self.expert.rows[task.prompt.strip()]
-    spec = self.expert.models.resolve(model)
-    response = row[spec.model + self.expert.settings.response_suffix]  # priced in full
     chars = self.expert.settings.chars_per_token
-    return spec.price.cost(input_tokens=estimate_tokens(task.prompt, chars),
-                           output_tokens=estimate_tokens(response, chars))
+    return self.expert.models.resolve(model).price.cost(
+        input_tokens=estimate_tokens(task.prompt, chars),
+        output_tokens=estimate_tokens(self._recorded(task, model), chars))
 
   def gold_script(self, task: Task):
     """The oracle: the cheapest expert that was right (or the cheapest one when none was)."""

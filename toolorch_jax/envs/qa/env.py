@@ -12,8 +12,7 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import (EnvEpisode, Environment, ProfileConfig, Task, build_preferences, in_split,
-                                    pick_for_task)
+from toolorch_jax.envs.base import EnvEpisode, Environment, PreferenceDraw, ProfileConfig, Task, in_split
 from toolorch_jax.envs.qa.basic import BasicSurface
 from toolorch_jax.envs.qa.data import SPLITS, dataset_spec, read_records
 from toolorch_jax.envs.qa.graders import (GRADERS, ExactMatch, Grade, Grader, LLMJudge,
@@ -135,7 +134,8 @@ class QAEnvironment(Environment):
         OrchestraSurface(self.tools, s.search_tool, s.python_tool, s.max_context_chars)
         if s.surface == "orchestra" else BasicSurface(self.tools, s.search_tool, s.python_tool))
     self.grader = self._grader()
-    self.preferences = build_preferences(s.preferences, self.surface.choices(), "env.settings.preferences")
+    self.preference_draw = PreferenceDraw.from_profiles(s.preferences, self.surface.choices(),
+                                                        "env.settings.preferences")
     spec = dataset_spec(s.dataset)
     overrides = {"id_field": s.id_field, "question_field": s.question_field,
                  "answer_field": s.answer_field, "answer_marker": s.answer_marker}
@@ -163,7 +163,7 @@ class QAEnvironment(Environment):
       raise ConfigError(f"unknown split '{split}' of QA dataset '{s.dataset}'; splits: {SPLITS}")
     tasks = [Task(r.id, r.question, r.answer,
                   metadata={"dataset": s.dataset, "solution": r.solution},
-                  preference=pick_for_task(self.preferences, r.id, [p.share for p in s.preferences]))
+                  preference=self.preference_draw.for_task(r.id))
              for r in self.records if in_split(r.id, split, s.test_fraction)]
     return tasks[:s.limit or None]
 
