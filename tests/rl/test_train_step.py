@@ -43,7 +43,7 @@ def test_pack_layout():
   assert long.truncated == 1 and long.tokens.shape == (1, 8)
 
 
-def run_update(objective, micro, mesh=None, lr=1e-2, extra=None):
+def run_update(objective, micro, mesh=None, lr=1e-2, old_logp=True):
   model = create_model(CONFIG, seed=1, mesh=mesh)
   graphdef, params = nnx.split(model)
   optimizer = optax.sgd(lr)
@@ -51,8 +51,9 @@ def run_update(objective, micro, mesh=None, lr=1e-2, extra=None):
   steps = StepFunctions(graphdef, optimizer, objective, "token_mean", mesh)
   batch = pack(episodes(), seq_len=24, rows_multiple=4)
   mbs = batch.micro_batches(micro)
-  mbs["old_logp"] = steps.log_probs(params, mbs)
-  before = mbs["old_logp"]
+  before = steps.log_probs(params, mbs)
+  if old_logp:
+    mbs["old_logp"] = before
   params, _, metrics = steps.update(params, opt_state, mbs, batch.num_tokens, batch.num_sequences)
   return params, metrics, steps, mbs, before, batch
 
@@ -86,6 +87,14 @@ def test_grpo_moves_log_probs_with_the_advantage():
   assert float(metrics["clipped"]) == 0.0 and abs(float(metrics["ratio"]) - 1.0) < 1e-6
   agree = np.mean(np.sign(change) == np.sign(advantage))
   assert agree > 0.8, agree
+
+
+def test_without_old_log_probs_the_update_is_the_on_policy_one():
+  # one update per batch: the policy being updated is the old one, so no forward pass is needed
+  given, with_old, *_ = run_update(grpo_objective(GRPOConfig()), micro=2)
+  implied, without, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, old_logp=False)
+  np.testing.assert_allclose(float(with_old["loss"]), float(without["loss"]), rtol=1e-5)
+  assert_same_leaves(given, implied)
 
 
 def test_sft_lowers_its_loss():

@@ -46,10 +46,14 @@ def _forward_logp(graphdef, params, mb):
 
 
 def grpo_objective(config: GRPOConfig):
-  """Per-token GRPO loss from log-probs; old/ref/rollout log-probs come with the micro-batch."""
+  """Per-token GRPO loss from log-probs; ref/rollout log-probs come with the micro-batch, and old
+  ones when a batch gets several updates. Without them the old policy is the one being updated
+  (one update per batch, as the trainer does): the ratio is 1 with its gradient, and no forward
+  pass is spent on old log-probs."""
   def objective(logp, entropy, mb):
+    old_logp = mb["old_logp"] if "old_logp" in mb else jax.lax.stop_gradient(logp)
     loss, diag = policy_loss_terms(
-        logp, mb["old_logp"], mb["advantages"], config.clip_low, config.clip_high, config.dual_clip,
+        logp, old_logp, mb["advantages"], config.clip_low, config.clip_high, config.dual_clip,
         ref_logp=mb.get("ref_logp"), kl_coef=config.kl_coef,
         rollout_logp=mb["rollout_logp"] if config.tis_cap else None, tis_cap=config.tis_cap)
     return loss - config.entropy_coef * entropy, diag

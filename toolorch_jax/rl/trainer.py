@@ -164,7 +164,6 @@ class Trainer:
     batch = pack(kept, self.config.train.seq_len, rows_multiple=rows, pad_id=self.tokenizer.pad_id)
     micro = batch.micro_batches(batch.tokens.shape[0] // rows)
     start = time.perf_counter()
-    micro["old_logp"] = self.steps.log_probs(self.params, micro)
     if self.ref_params is not None:
       micro["ref_logp"] = self.steps.log_probs(self.ref_params, micro)
     self.params, self.opt_state, step_metrics = self.steps.update(
