@@ -61,7 +61,7 @@ def test_answer_directly_consult_accept_and_escalate(env, qwen, recorded):
 
   accepted = play(env, task, qwen, [{"name": "consult", "arguments": {"model": "answer-2"}},
                                     {"name": "accept", "arguments": {}}])
-  assert accepted.outcome == 0.0
+  assert accepted.outcome == 0.0 and accepted.tool_counts == {"answer-2": 1}  # accepting is no second call
   assert accepted.turns[0].observations[0] == row[MIXTRAL + "_response"].strip()
 
   escalated = play(env, task, qwen, [{"name": "consult", "arguments": {"model": "answer-2"}},
@@ -121,17 +121,24 @@ def test_corpus_holds_prompts_answers_and_plans(env, recorded):
 def test_demonstrations_state_the_priority_but_choose_at_random(env):
   demos = env.demonstrations(env.tasks("train"), 3000, seed=1)
   preference_of = {t.prompt: t.preference for t in env.tasks("train")}
-  first = collections.Counter()
+  first, after_consult = collections.Counter(), collections.Counter()
   for demo in demos:
     profile = preference_of[demo["messages"][1]["content"].rsplit("\n\n", 1)[0]]
     calls = [m for m in demo["messages"] if m["role"] == "assistant"]
     assert all(m["content"] == f"Priority: {profile.name}." for m in calls)
     call = calls[0]["tool_calls"][0]
     first[(profile.name, call["name"], call["arguments"]["model"])] += 1
+    if call["name"] == "consult":
+      second = calls[1]["tool_calls"][0]
+      after_consult[(profile.name, second["name"], second["arguments"].get("model") != call["arguments"]["model"])] += 1
   # every profile sees each first call (answer or consult, either expert) about equally often
   for profile in ("accuracy first", "cost first"):
     counts = [first[(profile, name, model)] for name in ("answer", "consult") for model in ("answer-1", "answer-2")]
     assert max(counts) / min(counts) < 1.3, counts
+    # after a consult: accept it or escalate to the other expert, as often; never ask it twice
+    accepted, escalated = after_consult[(profile, "accept", True)], after_consult[(profile, "answer", True)]
+    assert after_consult[(profile, "answer", False)] == 0
+    assert 0.8 < accepted / escalated < 1.25, (accepted, escalated)
 
 
 def test_profiles_are_drawn_in_proportion_to_their_share():
@@ -143,3 +150,5 @@ def test_profiles_are_drawn_in_proportion_to_their_share():
       == [t.preference.name for t in env.tasks("test")]
   with pytest.raises(ConfigError, match=r"settings.profiles\[1\].share must be positive"):
     load_env("routing", overrides=["settings.profiles=[{name: a}, {name: b, share: 0}]"])
+  with pytest.raises(ConfigError, match=r"settings.profiles\[0\].tools.consult: not a tool or model"):
+    load_env("routing", overrides=["settings.profiles=[{name: a, tools: {consult: 1}}]"])  # calls count per expert

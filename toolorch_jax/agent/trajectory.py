@@ -59,8 +59,10 @@ class Trajectory:
 
   @property
   def tool_counts(self) -> dict[str, int]:
-    """Calls per tool, or per expert where a tool says whom the call counts as (`counts_as`)."""
-    return dict(collections.Counter(c.metadata.get("counts_as", c.name) for c in self.calls))
+    """Calls per tool, or per expert where a tool says whom the call counts as (`counts_as`;
+    None for a step that uses no tool, such as submitting an answer already paid for)."""
+    names = (c.metadata.get("counts_as", c.name) for c in self.calls)
+    return dict(collections.Counter(name for name in names if name is not None))
 
   def count_fault(self, kind: str) -> None:
     self.faults[kind] = self.faults.get(kind, 0) + 1

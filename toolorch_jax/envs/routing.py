@@ -70,8 +70,9 @@ class RoutingEpisode(EnvEpisode):
       if self.last_consulted is None:
         return ToolResult(error="nothing to accept: consult a model first")
       self.correct, self.done = self.last_consulted["correct"], True
+      # not a tool use: the answer was paid for by the consult, which counted as the expert
       return ToolResult(text=f"accepted the answer of {self.last_consulted['alias']}",
-                        metadata={"counts_as": "accept"})
+                        metadata={"counts_as": None})
     if call.name not in ("consult", "answer"):
       return ToolResult(error=f"unknown tool {call.name!r}")
     result = await self._ask(call.arguments, context)
@@ -114,8 +115,8 @@ class RoutingEnvironment(Environment):
         {"type": "function", "function": {"name": "accept", "parameters": {"type": "object", "properties": {}},
                                           "description": "Submit the consulted answer as final."}},
     ]
-    draw = PreferenceDraw.from_profiles(s.profiles, {*self.models, "consult", "answer", "accept"},
-                                        "settings.profiles")
+    # calls count per expert (consult and answer alike), so tool weights name experts
+    draw = PreferenceDraw.from_profiles(s.profiles, set(self.models), "settings.profiles")
     self._tasks: dict[str, list[Task]] = {"train": [], "test": []}
     for index, (prompt, row) in enumerate(self.expert.rows.items()):
       task_id = f"gsm8k-{index:04d}"
@@ -184,7 +185,8 @@ class RoutingEnvironment(Environment):
       if rng.random() < 0.5:
         turns = [("answer", first)]
       else:
-        turns = [("consult", first), rng.choice([("accept", None)] + [("answer", m) for m in self.models])]
+        others = [("answer", m) for m in self.models if m != first]
+        turns = [("consult", first), rng.choice([("accept", None)] + others)]
       messages = episode.messages()
       plan = self._plan(task.preference)
       for name, model in turns:
