@@ -24,10 +24,11 @@ import random
 import time
 from pathlib import Path
 
-from toolorch_jax.agent import LoopConfig, PolicyTurn, run_groups
-from toolorch_jax.agent.policy import encode_assistant
+from toolorch_jax.rollout import EpisodeConfig, PolicyTurn, TurnEnd, run_groups
+from toolorch_jax.rollout.policy import encode_assistant
 from toolorch_jax.datadir import data_path
-from toolorch_jax.envs.base import EnvEpisode, Environment, Task
+from toolorch_jax.data import Task
+from toolorch_jax.envs import Environment, Episode
 from toolorch_jax.model import create_model, load_model_config
 from toolorch_jax.serving import Driver, Engine, EngineClient, EngineConfig, SamplingParams
 from toolorch_jax.tokenizer import load_tokenizer, train_sentencepiece
@@ -38,7 +39,7 @@ def latency(task_id: str, turn: int, scale: float) -> float:
   return scale * random.Random(f"{task_id}/{turn}").uniform(0.2, 2.0)
 
 
-class SleepEpisode(EnvEpisode):
+class SleepEpisode(Episode):
   def __init__(self, task, scale):
     super().__init__(task)
     self.scale = scale
@@ -89,7 +90,7 @@ class DecodeThenCall:
     name = "expert" if done_turns < self.tool_turns else "answer"
     message = {"role": "assistant", "content": "", "tool_calls": [{"name": name, "arguments": {}}]}
     ids = encode_assistant(self.tokenizer, message, True)
-    return PolicyTurn(ids, [0.0] * len(ids), generation.versions[:1] * len(ids), "stop")
+    return PolicyTurn(ids, [0.0] * len(ids), generation.versions[:1] * len(ids), TurnEnd.STOP)
 
 
 def main() -> None:
@@ -109,7 +110,7 @@ def main() -> None:
   driver = Driver(Engine(model, tokenizer, EngineConfig(max_slots=args.slots, max_prefill_length=256,
                                                         max_cache_length=256 + args.decode_tokens)))
   policy = DecodeThenCall(EngineClient(driver), tokenizer, args.decode_tokens, args.tool_turns)
-  config = LoopConfig(max_turns=args.tool_turns + 2, max_context=4096, concurrency=args.episodes)
+  config = EpisodeConfig(max_turns=args.tool_turns + 2, max_context=4096, concurrency=args.episodes)
 
   def timed(scale):
     env = SleepEnv(args.episodes, scale)

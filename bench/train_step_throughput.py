@@ -3,7 +3,7 @@
 Same random weights (saved with `save_hf`, loaded by all three), the same batch of random token
 ids (B sequences of T tokens), next-token cross-entropy on every token, one AdamW update per step
 (lr 1e-6, weight decay 0.01, global-norm clip 1.0). Ours is the project's jitted train step
-(`StepFunctions` with the SFT objective, packed rows, one micro-batch); Tunix's model runs under
+(`TrainStep` with the SFT objective, packed rows, one micro-batch); Tunix's model runs under
 `nnx.jit` with `nnx.Optimizer`; transformers runs eagerly in torch (2 threads). Each side gets
 warm-up steps (compilation excluded), then the best of `--repeats` timed runs of `--steps` steps.
 
@@ -26,8 +26,8 @@ import optax
 from flax import nnx
 
 from toolorch_jax.model import create_model, load_model_config, save_hf
-from toolorch_jax.rl.batch import Episode, pack
-from toolorch_jax.rl.train_step import OptimConfig, StepFunctions, build_optimizer, sft_objective
+from toolorch_jax.rl.batch import Sample, pack
+from toolorch_jax.rl.train_step import OptimConfig, TrainStep, build_optimizer, sft_objective
 
 sys.path.insert(0, str(Path(__file__).parent))
 from serving_throughput import load_tunix, set_tunix_rope_theta  # noqa: E402
@@ -50,8 +50,8 @@ def ours(config, tokens, steps, repeats):
   graphdef, params = nnx.split(model)
   optimizer = build_optimizer(OptimConfig())
   state = {"params": params, "opt": optimizer.init(params)}
-  functions = StepFunctions(graphdef, optimizer, sft_objective)
-  batch = pack([Episode(row, [1] * len(row)) for row in tokens], seq_len=tokens.shape[1] - 1)
+  functions = TrainStep(graphdef, optimizer, sft_objective)
+  batch = pack([Sample(row, [1] * len(row)) for row in tokens], seq_len=tokens.shape[1] - 1)
   micro = batch.micro_batches(1)
 
   def step():

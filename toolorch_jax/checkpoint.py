@@ -3,6 +3,7 @@
 A model checkpoint is a folder with `model.yaml` (the ModelConfig) and `params/` (an orbax
 StandardCheckpointer tree). Restoring builds the abstract model on the target mesh first, so each
 device reads only its own shards; a checkpoint written on one mesh restores onto any other.
+`load_pretrained` takes either such a folder or a Hugging Face directory, whichever it is given.
 
 A training checkpoint (`TrainCheckpointer`) is one orbax CheckpointManager step folder per saved
 step: parameters and optimizer state as sharded array trees, and the RNG key, the data iterator
@@ -25,7 +26,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from toolorch_jax.config import ConfigError, load_config, to_yaml
-from toolorch_jax.model import ModelConfig, Qwen3, abstract_model
+from toolorch_jax.model import ModelConfig, Qwen3, abstract_model, load_hf
 
 CONFIG_FILE = "model.yaml"
 PARAMS_DIR = "params"
@@ -91,6 +92,24 @@ def load_model(path: str, mesh: Mesh | None = None, dtype: str | None = None) ->
   nnx.replace_by_pure_dict(state, restored)
   nnx.update(model, state)
   return model, config
+
+
+def weights_format(path: str) -> str:
+  """"orbax" for a toolorch model checkpoint, "hf" for a Hugging Face directory."""
+  if is_model_checkpoint(path):
+    return "orbax"
+  if (as_path(path) / "config.json").exists():
+    return "hf"
+  raise ConfigError(f"{path}: neither a Hugging Face directory (config.json) nor a toolorch"
+                    f" checkpoint ({CONFIG_FILE})")
+
+
+def load_pretrained(path: str, mesh: Mesh | None = None,
+                    dtype: str | None = None) -> tuple[Qwen3, ModelConfig]:
+  """Weights from whatever `path` holds: a toolorch checkpoint or a Hugging Face directory."""
+  if weights_format(path) == "orbax":
+    return load_model(path, mesh=mesh, dtype=dtype)
+  return load_hf(path, dtype=dtype or "float32", mesh=mesh)
 
 
 def _rng_to_json(rng: jax.Array) -> dict[str, Any]:

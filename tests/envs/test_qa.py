@@ -11,8 +11,9 @@ from tests.tools.test_llm_expert import make_expert
 from toolorch_jax import cli
 from toolorch_jax.config import ConfigError
 from toolorch_jax.envs import EnvConfig, build_env, load_env
-from toolorch_jax.envs.base import in_split
-from toolorch_jax.envs.qa.data import DATASETS, read_records
+from toolorch_jax.data import in_split
+from toolorch_jax.data import read_task_file
+from toolorch_jax.envs.qa.data import DATASETS
 from toolorch_jax.envs.qa.graders import ExactMatch, LLMJudge, NumericMatch, parse_verdict
 from toolorch_jax.envs.qa.replies import boxed, final_answer, python_code, tagged
 
@@ -117,14 +118,14 @@ def test_llm_judge_skips_the_call_for_exact_and_empty_answers():
 
 
 def test_frames_and_gsm8k_records():
-  frames = read_records(DATASETS["frames"])
+  frames = read_task_file(DATASETS["frames"], "env.settings.dataset")
   assert len(frames) == 824
-  assert (frames[0].id, frames[0].answer) == ("wiki____0", "Jane Ballou")
-  assert frames[0].question.startswith("If my future wife has the same first name")
-  gsm8k = read_records(DATASETS["gsm8k"])
-  assert len(gsm8k) == 1319 and [r.id for r in gsm8k[:2]] == ["gsm8k-0", "gsm8k-1"]
-  assert gsm8k[0].answer == "18" and gsm8k[0].solution.endswith("#### 18")
-  assert sum("," in r.answer for r in gsm8k) == 14  # e.g. "2,125": the numeric grader reads them
+  assert (frames[0].task_id, frames[0].answer) == ("wiki____0", "Jane Ballou")
+  assert frames[0].prompt.startswith("If my future wife has the same first name")
+  gsm8k = read_task_file(DATASETS["gsm8k"], "env.settings.dataset")
+  assert len(gsm8k) == 1319 and [t.task_id for t in gsm8k[:2]] == ["gsm8k-0", "gsm8k-1"]
+  assert gsm8k[0].answer == "18" and gsm8k[0].metadata["solution"].endswith("#### 18")
+  assert sum("," in t.answer for t in gsm8k) == 14  # e.g. "2,125": the numeric grader reads them
 
 
 def test_split_is_by_id_deterministic_and_disjoint():
@@ -162,8 +163,8 @@ PROFILES = [{"name": "accuracy first", "accuracy": 1.0},
 
 
 def test_preference_profiles_are_drawn_per_task_id():
-  env = load_env("gsm8k_basic", [f"settings.preferences={json.dumps(PROFILES)}"])
-  again = load_env("gsm8k_basic", [f"settings.preferences={json.dumps(PROFILES)}",
+  env = load_env("gsm8k_basic", [f"settings.profiles={json.dumps(PROFILES)}"])
+  again = load_env("gsm8k_basic", [f"settings.profiles={json.dumps(PROFILES)}",
                                    "settings.limit=50"])
   tasks = env.tasks()
   drawn = [t.preference.name for t in tasks]
@@ -201,9 +202,9 @@ BAD_SETTINGS = [
     ({"surface": "orchestra"},
      "env.settings.toolset: the tool set has no tool 'enhance_reasoning'"),
     ({"toolset": "nothere"}, "unknown tool set 'nothere'"),
-    ({"preferences": [{"tools": {"answer-7": 1.0}}]},
-     "env.settings.preferences[0].tools.answer-7: not a tool or model the policy can choose"),
-    ({"preferences": [{"cost": -1.0}]}, "env.settings.preferences[0].cost: weights must be >= 0"),
+    ({"profiles": [{"tools": {"answer-7": 1.0}}]},
+     "env.settings.profiles[0].tools.answer-7: not a tool or model the policy can choose"),
+    ({"profiles": [{"cost": -1.0}]}, "env.settings.profiles[0].cost: weights must be >= 0"),
     ({"preference": []}, "unknown key 'preference'"),
     ({"limit": "many"}, "bad value for key 'limit'"),
 ]

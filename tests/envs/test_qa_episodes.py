@@ -12,11 +12,11 @@ import json
 import pytest
 
 from tests.tools.loopback import completion, serve
-from toolorch_jax.agent import LoopConfig, ScriptedPolicy, run_episode
+from toolorch_jax.rollout import EpisodeConfig, ScriptedPolicy, run_episode
 from toolorch_jax.datadir import data_path
 from toolorch_jax.envs.qa import QAEnvironment, Settings
-from toolorch_jax.tokenizer import ToolCall, load_tokenizer
-from toolorch_jax.tools import ToolContext
+from toolorch_jax.tokenizer import load_tokenizer
+from toolorch_jax.tools import ToolCall, ToolContext
 from toolorch_jax.tools.sandbox import SandboxConfig, SandboxUnavailable, choose_level
 
 QUESTION = "Who designed the dome of Pavia Cathedral?"
@@ -111,7 +111,7 @@ def play(env, qwen, *turns):
   task = env.tasks()[0]
   episode = env.start(task)
   policy = ScriptedPolicy(qwen, script(*turns))
-  return asyncio.run(run_episode(policy, episode, qwen, LoopConfig(max_turns=6))), episode
+  return asyncio.run(run_episode(policy, episode, qwen, EpisodeConfig(max_turns=6))), episode
 
 
 def sandbox_or_skip():

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from toolorch_jax import cli
-from toolorch_jax.agent import LoopConfig, ScriptedPolicy, run_episode
+from toolorch_jax.rollout import EpisodeConfig, ScriptedPolicy, run_episode
 from toolorch_jax.config import ConfigError
 from toolorch_jax.datadir import data_path
 from toolorch_jax.envs import load_env
@@ -37,7 +37,7 @@ def play(env, task, qwen, turns):
   calls = iter(turns)
   policy = ScriptedPolicy(qwen, lambda m, t: {"role": "assistant", "content": "",
                                               "tool_calls": [next(calls)]})
-  return asyncio.run(run_episode(policy, env.start(task), qwen, LoopConfig(max_turns=4)))
+  return asyncio.run(run_episode(policy, env.start(task), qwen, EpisodeConfig(max_turns=4)))
 
 
 def test_splits_are_disjoint_deterministic_and_cover_the_table(env, recorded):
@@ -110,12 +110,11 @@ def test_a_consult_shows_the_end_of_the_answer(recorded):
   assert shown == "..." + full[-120:] and "####" in shown  # GSM8K's result line is kept
 
 
-def test_corpus_holds_prompts_answers_and_plans(env, recorded):
-  corpus = env.corpus()
-  task = env.tasks("test")[0]
-  assert any(task.prompt in text for text in corpus)
-  assert env.response(task, "answer-1") in corpus and env.response(task, "answer-2") in corpus
-  assert {"Priority: accuracy first.", "Priority: cost first."} <= set(corpus)
+def test_corpus_holds_every_answer_a_consult_can_show(env):
+  corpus = set(env.corpus())
+  assert len(corpus) > 2000  # two experts' answers to 1,319 questions, a few alike
+  for task in (env.tasks("test")[0], env.tasks("train")[-1]):
+    assert env.response(task, "answer-1") in corpus and env.response(task, "answer-2") in corpus
 
 
 def test_demonstrations_state_the_priority_but_choose_at_random(env):

@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from toolorch_jax.agent import LoopConfig, ScriptedPolicy, run_episode
+from toolorch_jax.rollout import EpisodeConfig, ScriptedPolicy, run_episode
 from toolorch_jax.datadir import data_path
 from toolorch_jax.envs import load_env
 from toolorch_jax.envs.tau2 import replay_script
@@ -27,7 +27,7 @@ def env():
   return load_env("tau2_mock")
 
 
-def play(env, qwen, task, script, config=LoopConfig()):
+def play(env, qwen, task, script, config=EpisodeConfig()):
   episode = env.start(task)
   trajectory = asyncio.run(run_episode(ScriptedPolicy(qwen, script), episode, qwen, config))
   return trajectory, episode
@@ -181,9 +181,9 @@ def test_premature_termination_scores_zero(env, qwen):
   assert (trajectory.finish, trajectory.outcome) == ("no_tool_call", 0.0)
   assert episode.breakdown == {"premature": True}
   assert episode.db.hash() != episode.initial.hash()  # the right change was made, yet it scores 0
-  trajectory, _ = play(env, qwen, task, env.gold_script(task), LoopConfig(max_turns=1))
+  trajectory, _ = play(env, qwen, task, env.gold_script(task), EpisodeConfig(max_turns=1))
   assert (trajectory.finish, trajectory.outcome) == ("max_turns", 0.0)
-  trajectory, _ = play(env, qwen, task, env.gold_script(task), LoopConfig(max_context=300))
+  trajectory, _ = play(env, qwen, task, env.gold_script(task), EpisodeConfig(max_context=300))
   assert (trajectory.finish, trajectory.outcome) == ("context", 0.0)
 
 

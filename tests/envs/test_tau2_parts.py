@@ -9,12 +9,11 @@ import pytest
 from toolorch_jax.config import ConfigError
 from toolorch_jax.datadir import data_path
 from toolorch_jax.envs import EnvConfig, build_env, load_env
-from toolorch_jax.envs.registry import resolve_env
+from toolorch_jax.envs.registry import ENVIRONMENTS
 from toolorch_jax.envs.tau2 import Tau2Environment
 from toolorch_jax.envs.tau2.data import Action, parse_task
 from toolorch_jax.envs.tau2.db import Database
-from toolorch_jax.tokenizer import ToolCall
-from toolorch_jax.tools.base import ToolContext
+from toolorch_jax.tools import ToolCall, ToolContext
 
 MOCK_DB_HASH = "8729effbe2b2e1c7f4310be2c87e6c2d314db0fb5ff4b4444bb4df2a83c1d354"  # of db.json
 
@@ -190,7 +189,7 @@ def test_tasks_the_domain_cannot_run_are_refused_at_load(data_copy, edit, messag
 
 
 def test_configs(env):
-  assert resolve_env("tau2") is Tau2Environment  # registered on import of toolorch_jax.envs
+  assert ENVIRONMENTS.resolve("tau2", "env.name") is Tau2Environment
   assert (env.settings.domain, env.settings.split) == ("mock", "base")
   with pytest.raises(ConfigError, match="domain 'airline' is not implemented yet; implemented: "):
     build_env(EnvConfig("tau2", {"domain": "airline"}))

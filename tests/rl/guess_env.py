@@ -4,11 +4,12 @@ A random tiny model's replies differ from one sample to the next, so groups have
 and GRPO has something to push on, with no tool protocol to learn first.
 """
 
-from toolorch_jax.envs.base import EnvEpisode, Environment, Preference, Task
+from toolorch_jax.data import Preference, Task
+from toolorch_jax.envs import Environment, Episode
 from toolorch_jax.tools.base import ToolResult
 
 
-class GuessEpisode(EnvEpisode):
+class GuessEpisode(Episode):
   def __init__(self, task):
     super().__init__(task)
     self.reply = ""
@@ -23,8 +24,8 @@ class GuessEpisode(EnvEpisode):
   async def execute(self, call, context):
     return ToolResult(error="this environment has no tools")
 
-  def observe(self, parsed):
-    self.reply, self.done = parsed.content, True
+  def observe(self, content, tool_calls):
+    self.reply, self.done = content, True
 
   def score(self):
     return float("e" in self.reply)

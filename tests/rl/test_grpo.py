@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from toolorch_jax.agent.trajectory import ToolCallRecord, Trajectory
-from toolorch_jax.rl.grpo import GRPOConfig, group_advantages, select
+from toolorch_jax.rollout.trajectory import ToolCallRecord, Trajectory
+from toolorch_jax.rl.grpo import GRPOConfig, group_advantages, weigh_and_filter
 
 
 def test_published_conventions():
@@ -48,10 +48,10 @@ def test_filters_invalid_stale_and_bonus():
   trajectories = [trajectory(0), trajectory(0, finish="max_turns"), trajectory(0, errors=("boom",)),
                   trajectory(0, errors=()), trajectory(0, versions=(1,))]
   rewards = np.array([1.0, 0.0, 0.0, 0.0, 1.0])
-  adv, keep, counts = select(trajectories, rewards, GRPOConfig(max_staleness=1), trainer_version=3)
+  adv, keep, counts = weigh_and_filter(trajectories, rewards, GRPOConfig(max_staleness=1), trainer_version=3)
   assert keep.tolist() == [True, False, False, False, False]
   assert counts == {"filtered/low_std": 0.0, "filtered/invalid": 3.0, "filtered/stale": 1.0}
-  bonus, _, _ = select(trajectories, rewards, GRPOConfig(success_bonus=0.1, drop_invalid=False), 3)
+  bonus, _, _ = weigh_and_filter(trajectories, rewards, GRPOConfig(success_bonus=0.1, drop_invalid=False), 3)
   np.testing.assert_allclose(bonus - adv, [0.1, 0, 0, 0, 0.1])
 
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from toolorch_jax.agent.trajectory import ToolCallRecord, Trajectory
+from toolorch_jax.rollout.trajectory import ToolCallRecord, Trajectory
 from toolorch_jax.config import ConfigError
 from toolorch_jax.rewards import RewardComponent, RewardConfig, compute_rewards
 

@@ -7,7 +7,8 @@ import pytest
 from toolorch_jax import checkpoint
 from toolorch_jax.config import ConfigError, load_config
 from toolorch_jax.datadir import data_path
-from toolorch_jax.rl.sft import SFTConfig, demonstration_episode, run_sft
+from toolorch_jax.rl.config import SFTConfig
+from toolorch_jax.rl.sft import demonstration_transcript, run_sft
 from toolorch_jax.tokenizer import load_tokenizer, render_chat, train_sentencepiece
 
 TOOLS = [{"type": "function", "function": {"name": "answer", "parameters": {"type": "object"}}}]
@@ -32,10 +33,10 @@ def tokenizer(tmp_path_factory):
 def test_demonstration_tokens_match_the_rendered_conversation(tokenizer):
   """With reasoning in every turn the template rewrites nothing: demo == full render."""
   demo = conversation(3)
-  episode = demonstration_episode(tokenizer, demo["messages"], demo["tools"])
+  transcript = demonstration_transcript(tokenizer, demo["messages"], demo["tools"])
   full = tokenizer.encode(render_chat(demo["messages"], demo["tools"]))
-  assert episode.ids + tokenizer.encode("\n") == full
-  policy = [i for i, m in zip(episode.ids, episode.loss_mask) if m]
+  assert transcript.ids + tokenizer.encode("\n") == full
+  policy = [i for i, m in zip(transcript.ids, transcript.loss_mask) if m]
   assert tokenizer.decode(policy).count("<|im_end|>") == 2  # both assistant turns, nothing else
 
 

@@ -7,9 +7,9 @@ import optax
 from flax import nnx
 
 from toolorch_jax.model import MeshConfig, create_model, load_model_config, make_mesh
-from toolorch_jax.rl.batch import Episode, pack
+from toolorch_jax.rl.batch import Sample, pack
 from toolorch_jax.rl.grpo import GRPOConfig
-from toolorch_jax.rl.train_step import StepFunctions, grpo_objective, sft_objective
+from toolorch_jax.rl.train_step import TrainStep, grpo_objective, sft_objective
 
 CONFIG = load_model_config("tiny")
 
@@ -22,12 +22,12 @@ def episodes(count=6, seed=0):
     ids = rng.integers(1, CONFIG.vocab_size, n)
     mask = np.zeros(n, np.int32)
     mask[n // 2:] = 1  # the second half was "generated"
-    result.append(Episode(ids, mask, advantage=float(rng.normal()), logprobs=-rng.random(n)))
+    result.append(Sample(ids, mask, advantage=float(rng.normal()), logprobs=-rng.random(n)))
   return result
 
 
 def test_pack_layout():
-  eps = [Episode([5, 6, 7, 8], [0, 0, 1, 1], 1.5, [0, 0, -0.5, -0.25]), Episode([9, 10, 11], [0, 1, 1], -2.0)]
+  eps = [Sample([5, 6, 7, 8], [0, 0, 1, 1], 1.5, [0, 0, -0.5, -0.25]), Sample([9, 10, 11], [0, 1, 1], -2.0)]
   batch = pack(eps, seq_len=8, rows_multiple=2)
   assert batch.tokens.shape == (2, 8) and batch.num_sequences == 2
   row = batch.tokens[0].tolist()
@@ -39,7 +39,7 @@ def test_pack_layout():
   assert batch.advantages[0, :5].tolist() == [1.5, 1.5, 1.5, -2.0, -2.0]
   assert batch.rollout_logp[0, :3].tolist() == [0, -0.5, -0.25]
   assert batch.num_tokens == 4 and not batch.tokens[1].any()  # the second row is padding
-  long = pack([Episode(list(range(1, 30)), [1] * 29)], seq_len=8)
+  long = pack([Sample(list(range(1, 30)), [1] * 29)], seq_len=8)
   assert long.truncated == 1 and long.tokens.shape == (1, 8)
 
 
@@ -48,7 +48,7 @@ def run_update(objective, micro, mesh=None, lr=1e-2, old_logp=True):
   graphdef, params = nnx.split(model)
   optimizer = optax.sgd(lr)
   opt_state = optimizer.init(params)
-  steps = StepFunctions(graphdef, optimizer, objective, "token_mean", mesh)
+  steps = TrainStep(graphdef, optimizer, objective, "token_mean", mesh)
   batch = pack(episodes(), seq_len=24, rows_multiple=4)
   mbs = batch.micro_batches(micro)
   before = steps.log_probs(params, mbs)
@@ -102,7 +102,7 @@ def test_sft_lowers_its_loss():
   graphdef, params = nnx.split(model)
   optimizer = optax.adam(1e-2)
   opt_state = optimizer.init(params)
-  steps = StepFunctions(graphdef, optimizer, sft_objective)
+  steps = TrainStep(graphdef, optimizer, sft_objective)
   batch = pack(episodes(seed=3), seq_len=24, rows_multiple=2)
   mbs = batch.micro_batches(2)
   losses = []

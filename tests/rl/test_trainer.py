@@ -18,6 +18,7 @@ from toolorch_jax.checkpoint import TrainCheckpointer  # noqa: E402
 from toolorch_jax.config import load_config  # noqa: E402
 from toolorch_jax.datadir import data_path  # noqa: E402
 from toolorch_jax.rl.config import RunConfig  # noqa: E402
+from toolorch_jax.rl.pipeline import start_rollout  # noqa: E402
 from toolorch_jax.rl.trainer import Trainer  # noqa: E402
 from toolorch_jax.tokenizer import train_sentencepiece  # noqa: E402
 
@@ -51,12 +52,11 @@ train: {{steps: 3, seq_len: 96, micro_batch_rows: 2, keep_checkpoints: 2, progre
 def test_a_few_steps_learn_log_and_checkpoint(run_yaml, tmp_path):
   config = load_config(RunConfig, run_yaml)
   trainer = Trainer(config, tmp_path)
-  before = [np.asarray(x).copy() for x in jax.tree.leaves(trainer.params)]
-  try:
-    trainer.run()
-  finally:
-    trainer.close()
-  after = [np.asarray(x) for x in jax.tree.leaves(trainer.params)]
+  before = [np.asarray(x).copy() for x in jax.tree.leaves(trainer.learner.params)]
+  with start_rollout(config, trainer) as rollout:
+    trainer.run(rollout)
+    assert rollout.engine.version == 3  # the rollout serves the last update
+  after = [np.asarray(x) for x in jax.tree.leaves(trainer.learner.params)]
   assert any(not np.array_equal(a, b) for a, b in zip(before, after))
   lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
   assert [line["step"] for line in lines] == [1, 2, 3]

@@ -3,7 +3,8 @@
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from toolorch_jax.tokenizer import ToolCall, parse_assistant
+from toolorch_jax.tokenizer import parse_assistant
+from toolorch_jax.tools import ToolCall
 
 TOOLS = [{"type": "function", "function": {"name": "search"}}, {"name": "python"}]
 

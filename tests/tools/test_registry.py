@@ -37,7 +37,7 @@ def test_user_tool_by_module_attr(tmp_path):
 
 
 def test_registered_name_and_overrides(tmp_path, monkeypatch):
-  monkeypatch.setitem(TOOL_TYPES, "echo", "placeholder")
+  monkeypatch.setattr(TOOL_TYPES, "_targets", dict(TOOL_TYPES._targets))
   register_tool("echo", ECHO)
   path = write(tmp_path, "tools:\n  e: {type: echo}\n")
   toolset = load_toolset(str(path), ["tools.e.settings.prefix=pre-"])

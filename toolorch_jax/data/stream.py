@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import grain
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import Task
+from toolorch_jax.data.task import Task
 
 
 class TaskStream:

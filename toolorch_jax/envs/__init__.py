@@ -1,11 +1,9 @@
-"""Environments: tasks, the tools each offers, when an episode ends, and its outcome score."""
+"""Environments: tasks, the tools each offers, when an episode ends, its outcome score, and the
+optional abilities (demonstrations, profiles, baselines, a gold policy) a run may use."""
 
-from toolorch_jax.envs.base import EnvEpisode, Environment, Preference, Task
-from toolorch_jax.envs.registry import EnvConfig, build_env, load_env, register_env
+from toolorch_jax.envs.base import Ability, Environment, Episode, Script
+from toolorch_jax.envs.profiles import PreferenceDraw, ProfileConfig
+from toolorch_jax.envs.registry import ENVIRONMENTS, EnvConfig, build_env, load_env
 
-__all__ = ["EnvConfig", "EnvEpisode", "Environment", "Preference", "Task", "build_env", "load_env",
-           "register_env"]
-
-register_env("routing", "toolorch_jax.envs.routing:RoutingEnvironment")
-register_env("tau2", "toolorch_jax.envs.tau2.env:Tau2Environment")
-register_env("qa", "toolorch_jax.envs.qa.env:QAEnvironment")
+__all__ = ["Ability", "ENVIRONMENTS", "EnvConfig", "Environment", "Episode", "PreferenceDraw",
+           "ProfileConfig", "Script", "build_env", "load_env"]

@@ -5,14 +5,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from toolorch_jax.config import ConfigError, config_dir, from_mapping, load_config, load_object
+from toolorch_jax.config import ConfigError, config_dir, from_mapping, load_config
 from toolorch_jax.envs.base import Environment
+from toolorch_jax.registry import Registry
 
-_REGISTRY: dict[str, str] = {}  # name -> "module:attr", imported on first use
-
-
-def register_env(name: str, target: str) -> None:
-  _REGISTRY[name] = target
+ENVIRONMENTS: Registry[type[Environment]] = Registry(
+    "environment", "an Environment subclass",
+    lambda obj: isinstance(obj, type) and issubclass(obj, Environment))
+ENVIRONMENTS.register("routing", "toolorch_jax.envs.routing:RoutingEnvironment")
+ENVIRONMENTS.register("tau2", "toolorch_jax.envs.tau2.env:Tau2Environment")
+ENVIRONMENTS.register("qa", "toolorch_jax.envs.qa.env:QAEnvironment")
 
 
 @dataclasses.dataclass
@@ -23,20 +25,9 @@ class EnvConfig:
   settings: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-def resolve_env(name: str) -> type[Environment]:
-  target = _REGISTRY.get(name, name)
-  if ":" not in target:
-    raise ConfigError(f"env.name: unknown environment '{name}'; registered: {sorted(_REGISTRY)},"
-                      " or give module:attr")
-  cls = load_object(target, "env.name")
-  if not (isinstance(cls, type) and issubclass(cls, Environment)):
-    raise ConfigError(f"env.name: '{target}' is not an Environment subclass")
-  return cls
-
-
 def build_env(config: EnvConfig) -> Environment:
   """The environment, its settings checked against its `Settings` dataclass (errors name the key)."""
-  cls = resolve_env(config.name)
+  cls = ENVIRONMENTS.resolve(config.name, "env.name")
   schema = getattr(cls, "Settings", None)
   if schema is None:
     if config.settings:

@@ -15,11 +15,11 @@ import random
 from typing import Any, Sequence
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import (EnvEpisode, Environment, Preference, PreferenceDraw, ProfileConfig, Task,
-                                   in_split)
-from toolorch_jax.tokenizer import ToolCall, render_chat
-from toolorch_jax.tokenizer.chat_template import render_tool_call
-from toolorch_jax.tools.base import ToolContext, ToolResult
+from toolorch_jax.data.split import in_split
+from toolorch_jax.data.task import Preference, Task
+from toolorch_jax.envs.base import Environment, Episode, Script
+from toolorch_jax.envs.profiles import PreferenceDraw, ProfileConfig
+from toolorch_jax.tools.base import ToolCall, ToolContext, ToolResult
 from toolorch_jax.tools.pricing import estimate_tokens
 from toolorch_jax.tools.registry import load_toolset
 
@@ -39,7 +39,7 @@ class RoutingSettings:
 SYSTEM = "Route the math question to an expert model; do not solve it yourself.\n{prices}"
 
 
-class RoutingEpisode(EnvEpisode):
+class RoutingEpisode(Episode):
   def __init__(self, task: Task, env: "RoutingEnvironment"):
     super().__init__(task)
     self.env = env
@@ -147,35 +147,28 @@ class RoutingEnvironment(Environment):
     tasks = self._tasks[split]
     return tasks[:self.settings.limit] if self.settings.limit else tasks
 
-  def with_profile(self, tasks: Sequence[Task], profile: ProfileConfig) -> list[Task]:
-    """The same tasks under one preference profile (evaluation per profile)."""
-    return [dataclasses.replace(t, preference=profile.preference()) for t in tasks]
-
   def start(self, task: Task) -> RoutingEpisode:
     return RoutingEpisode(task, self)
 
   def corpus(self) -> list[str]:
-    """Texts a tokenizer for this environment should know: every prompt as the policy sees it
-    (system turn with the tools, the question), every answer a consult can show, and a tool call
-    of each kind."""
-    texts = []
-    for task in (t for split in self._tasks.values() for t in split):
-      episode = self.start(task)
-      texts.append(render_chat(episode.messages(), self.schemas, add_generation_prompt=True))
-      texts += [self.response(task, model) for model in self.models]
-    texts += [self._plan(profile.preference()) for profile in self.settings.profiles]
-    for name in ("consult", "answer"):
-      texts += [render_tool_call({"name": name, "arguments": {"model": m}}) for m in self.models]
-    texts.append(render_tool_call({"name": "accept", "arguments": {}}))
-    return texts
+    """Every answer a consult can show: the policy reads them, so its tokenizer should know them."""
+    return [self.response(task, model) for split in self._tasks.values() for task in split
+            for model in self.models]
+
+  def choices(self) -> list[str]:
+    """The experts: calls count per expert (consult and answer alike), so weights name them."""
+    return list(self.models)
+
+  def profiles(self) -> list[Preference]:
+    return [profile.preference() for profile in self.settings.profiles]
 
   def demonstrations(self, tasks: Sequence[Task], count: int, seed: int) -> list[dict[str, Any]]:
     """Warm-start conversations covering every decision uniformly (answer with an expert, or
     consult one and then accept or escalate), with the recorded answers as tool results. The
     choice is random, never the best one, so RL still has everything to learn. Each call opens
-    with a one-line plan naming the user's priority ("Priority: cost first."): the format puts
-    the preference right where the decision is made, which a small policy links to its call far
-    more easily than the statement at the end of the user turn."""
+    with a line naming the user's priority ("Priority: cost first."): the format puts the
+    preference right where the decision is made, which a small policy links to its call far more
+    easily than the statement at the end of the user turn."""
     rng = random.Random(seed)
     demos = []
     for _ in range(count):
@@ -188,10 +181,10 @@ class RoutingEnvironment(Environment):
         others = [("answer", m) for m in self.models if m != first]
         turns = [("consult", first), rng.choice([("accept", None)] + others)]
       messages = episode.messages()
-      plan = self._plan(task.preference)
+      priority = self._priority_line(task.preference)
       for name, model in turns:
         arguments = {} if model is None else {"model": model}
-        messages.append({"role": "assistant", "content": plan,
+        messages.append({"role": "assistant", "content": priority,
                          "tool_calls": [{"name": name, "arguments": arguments}]})
         if name == "consult":
           messages.append({"role": "tool", "content": self.response(task, model)})
@@ -201,11 +194,11 @@ class RoutingEnvironment(Environment):
     return demos
 
   @staticmethod
-  def _plan(preference: Preference | None) -> str:
-    """The one-line plan demonstrations open each call with: the user's priority, by name."""
+  def _priority_line(preference: Preference | None) -> str:
+    """The line demonstrations open each call with: the user's priority, by name."""
     return f"Priority: {preference.name}." if preference and preference.name else ""
 
-  def baselines(self, tasks: Sequence[Task], policy_costs: dict[str, float]) -> dict[str, dict]:
+  def baselines(self, tasks: Sequence[Task], policy_costs: dict[str, float]) -> dict[str, Any]:
     """Accuracy and mean cost of fixed routings on `tasks`: always the strong (first) or the weak
     (last) expert, the oracle (cheapest right expert), and random mixing of the two at each given
     cost (the straight line between them)."""
@@ -234,7 +227,7 @@ class RoutingEnvironment(Environment):
         input_tokens=estimate_tokens(task.prompt, chars),
         output_tokens=estimate_tokens(self._recorded(task, model), chars))
 
-  def gold_script(self, task: Task):
+  def gold_script(self, task: Task) -> Script:
     """The oracle: the cheapest expert that was right (or the cheapest one when none was)."""
     right = [alias for alias in self.models if task.metadata["correct"][alias]]
     cheapest = min(right or self.models, key=lambda m: self._cost(task, m))

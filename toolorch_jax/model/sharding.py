@@ -7,6 +7,7 @@ model code then runs on one CPU, 8 fake CPU devices, a GPU host or a TPU pod.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from typing import Sequence
@@ -84,11 +85,22 @@ class MeshConfig:
 
 
 def make_mesh(config: MeshConfig | None = None, devices: Sequence[jax.Device] | None = None) -> Mesh:
-  """Builds an Auto-typed (GSPMD) mesh with axes (data, fsdp, tensor)."""
+  """Builds an Auto-typed (GSPMD) mesh with axes (data, fsdp, tensor) over `devices` (default:
+  as many of JAX's devices as the config asks for, or all of them when an axis is -1)."""
   config = config or MeshConfig()
-  devices = list(devices) if devices is not None else jax.devices()
+  if devices is None:
+    devices = jax.devices()
+    wanted = config.num_devices or len(devices)
+    if wanted > len(devices):
+      raise ConfigError(f"mesh: {config} needs {wanted} devices, JAX has {len(devices)}")
+    devices = devices[:wanted]
   shape = config.shape(len(devices))
   return Mesh(np.asarray(devices).reshape(shape), MESH_AXES, axis_types=(AxisType.Auto,) * 3)
+
+
+def within(mesh: Mesh | None) -> contextlib.AbstractContextManager:
+  """`jax.set_mesh(mesh)`, or nothing when there is no mesh: where sharded programs run."""
+  return contextlib.nullcontext() if mesh is None else jax.set_mesh(mesh)
 
 
 def _current_mesh_sizes() -> dict[str, int]:

@@ -12,30 +12,17 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from toolorch_jax.agent.trajectory import Trajectory
-from toolorch_jax.config import ConfigError, load_object
+from toolorch_jax.config import ConfigError
+from toolorch_jax.registry import Registry
+from toolorch_jax.rollout.trajectory import Trajectory
 
 RewardFn = Callable[[Trajectory, Sequence[Trajectory]], float]
-_REGISTRY: dict[str, RewardFn] = {}
+REWARDS: Registry[RewardFn] = Registry("reward", "a function (trajectory, group) -> float", callable)
 
 
 def register_reward(name: str):
-  def decorate(fn: RewardFn) -> RewardFn:
-    _REGISTRY[name] = fn
-    return fn
-  return decorate
-
-
-def resolve_reward(name: str) -> RewardFn:
-  if name in _REGISTRY:
-    return _REGISTRY[name]
-  if ":" not in name:
-    raise ConfigError(f"rewards.components: unknown reward '{name}'; registered: {sorted(_REGISTRY)},"
-                      " or give module:attr")
-  fn = load_object(name, "rewards.components")
-  if not callable(fn):
-    raise ConfigError(f"rewards.components: '{name}' is not callable")
-  return fn
+  """Decorator: `name` in a run's `rewards.components` means this function."""
+  return REWARDS.register(name)
 
 
 @dataclasses.dataclass
@@ -64,7 +51,7 @@ def compute_rewards(trajectories: Sequence[Trajectory], config: RewardConfig
     groups.setdefault(t.group_id, []).append(t)
   components = {}
   for component in config.components:
-    fn = resolve_reward(component.name)
+    fn = REWARDS.resolve(component.name, "rewards.components")
     components[component.name] = np.array([float(fn(t, groups[t.group_id])) for t in trajectories])
   if config.combine == "sum":
     total = sum(c.weight * components[c.name] for c in config.components)

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
-from toolorch_jax.agent.trajectory import Trajectory
+from toolorch_jax.rollout.trajectory import Trajectory
 from toolorch_jax.rewards.base import register_reward
 
 

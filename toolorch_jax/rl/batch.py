@@ -1,9 +1,10 @@
 """Packing variable-length episodes into fixed rows for the train step.
 
-Each episode becomes (inputs, next-token targets, loss mask on policy targets, its advantage per
-token, rollout log-probs), and episodes are packed first-fit-decreasing into rows of `seq_len`
-tokens with segment ids, so attention stays inside an episode and no compute is spent on padding
-beyond the last row. The row count is rounded up to whole micro-batches.
+Each sample (an episode's tokens, or a demonstration's) becomes (inputs, next-token targets, loss
+mask on policy targets, its advantage per token, rollout log-probs), and samples are packed
+first-fit-decreasing into rows of `seq_len` tokens with segment ids, so attention stays inside a
+sample and no compute is spent on padding beyond the last row. The row count is rounded up to whole
+micro-batches.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import numpy as np
 
 
 @dataclasses.dataclass
-class Episode:
-  """One episode's tokens and what the loss needs per token."""
+class Sample:
+  """One sequence to train on, and what the loss needs per token."""
 
   ids: Sequence[int]
   loss_mask: Sequence[int]  # 1 where the token was produced by the policy
@@ -28,14 +29,14 @@ class Episode:
 class PackedBatch:
   tokens: np.ndarray  # [R, L] int32 inputs
   targets: np.ndarray  # [R, L] int32 next tokens
-  positions: np.ndarray  # [R, L] int32, restart per episode
-  segments: np.ndarray  # [R, L] int32, 1.. per episode in a row, 0 = padding
+  positions: np.ndarray  # [R, L] int32, restart per sample
+  segments: np.ndarray  # [R, L] int32, 1.. per sample in a row, 0 = padding
   loss_mask: np.ndarray  # [R, L] float32: target is a policy token
   advantages: np.ndarray  # [R, L] float32
   rollout_logp: np.ndarray  # [R, L] float32: sampling log-prob of the target
   num_tokens: int  # loss tokens in the whole batch
   num_sequences: int
-  truncated: int  # episodes longer than a row, cut to fit
+  truncated: int  # samples longer than a row, cut to fit
 
   def micro_batches(self, count: int) -> dict[str, np.ndarray]:
     """Arrays reshaped to [count, R / count, L] for the train step's scan."""
@@ -44,7 +45,7 @@ class PackedBatch:
     return {f: getattr(self, f).reshape(count, rows // count, -1) for f in fields}
 
 
-def pack(sequences: Sequence[Episode], seq_len: int, rows_multiple: int = 1,
+def pack(sequences: Sequence[Sample], seq_len: int, rows_multiple: int = 1,
          pad_id: int = 0) -> PackedBatch:
   items = []
   truncated = 0

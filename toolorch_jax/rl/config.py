@@ -1,14 +1,26 @@
-"""The run config of `toolorch train` and `toolorch sft`: one YAML, every section typed."""
+"""The run configs of `toolorch train` and `toolorch sft`: one YAML each, every section typed.
+
+Sections declared elsewhere keep their defaults where they are checked: `rollout` (the episode
+knobs and sampling) in `rollout.config`, `grpo` in `rl.grpo`, `optim` in `rl.train_step`, `env` in
+`envs.registry`, `rewards` in `rewards.base`, `mesh` in `model.sharding`.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 
+from toolorch_jax.config import ConfigError
 from toolorch_jax.envs.registry import EnvConfig
 from toolorch_jax.model.sharding import MeshConfig
 from toolorch_jax.rewards.base import RewardConfig
 from toolorch_jax.rl.grpo import GRPOConfig
+from toolorch_jax.rl.targets import TargetConfig
 from toolorch_jax.rl.train_step import OptimConfig
+from toolorch_jax.rollout.config import RolloutConfig
+
+
+def _one_device() -> MeshConfig:
+  return MeshConfig(data=1, fsdp=1, tensor=1)
 
 
 @dataclasses.dataclass
@@ -17,23 +29,8 @@ class ModelSection:
   overrides: list[str] = dataclasses.field(default_factory=list)  # e.g. ["remat=full"]
   init_from: str = ""  # Hugging Face directory or toolorch checkpoint to start from
   tokenizer: str = ""  # tokenizer path (directory or SentencePiece .model)
-  tokenizer_vocab: int = 0  # no path: train a SentencePiece of this size on the env's corpus
+  tokenizer_vocab: int = 0  # no path: train a SentencePiece of this size on the env's texts
   vocab_from_tokenizer: bool = True  # size the embedding to the tokenizer (random init only)
-
-
-@dataclasses.dataclass
-class RolloutConfig:
-  group_size: int = 8  # ToolOrchestra: 8 episodes per task
-  tasks_per_step: int = 16  # ToolOrchestra: 16 tasks per step
-  temperature: float = 1.0
-  top_p: float = 1.0
-  max_turns: int = 30
-  max_context: int = 4096
-  max_new_tokens: int = 512
-  concurrency: int = 64
-  slots: int = 32  # engine decode slots
-  enable_thinking: bool = True
-  split: str = "train"
 
 
 @dataclasses.dataclass
@@ -60,13 +57,21 @@ class WarmStartConfig:
 
 @dataclasses.dataclass
 class ReportConfig:
-  """Held-out evaluation per preference profile before and after RL, written as a report."""
+  """Held-out evaluation (per preference profile, where the environment has them) before and
+  after RL, written as a report with the environment's baselines and the targets below."""
 
   enabled: bool = False
   split: str = "test"
   tasks: int = 100  # held-out tasks evaluated per profile (0: all)
   temperature: float = 1.0  # the policy as trained samples; 0 evaluates its greedy choices
   samples: int = 1  # episodes per task and profile
+  targets: list[TargetConfig] = dataclasses.field(
+      default_factory=lambda: [TargetConfig(name="reward_improved")])
+
+  def __post_init__(self):
+    names = [t.name for t in self.targets]
+    if len(set(names)) != len(names):
+      raise ConfigError(f"report.targets: names must be unique, got {names}")
 
 
 @dataclasses.dataclass
@@ -78,6 +83,22 @@ class RunConfig:
   optim: OptimConfig = dataclasses.field(default_factory=OptimConfig)
   rollout: RolloutConfig = dataclasses.field(default_factory=RolloutConfig)
   train: TrainSection = dataclasses.field(default_factory=TrainSection)
-  mesh: MeshConfig = dataclasses.field(default_factory=lambda: MeshConfig(data=1, fsdp=1, tensor=1))
+  mesh: MeshConfig = dataclasses.field(default_factory=_one_device)
   warmstart: WarmStartConfig = dataclasses.field(default_factory=WarmStartConfig)
   report: ReportConfig = dataclasses.field(default_factory=ReportConfig)
+
+
+@dataclasses.dataclass
+class SFTData:
+  path: str = ""  # JSONL of {"messages": [...], "tools": [...]}
+  batch_size: int = 16  # demonstrations per step
+  enable_thinking: bool = True
+
+
+@dataclasses.dataclass
+class SFTConfig:
+  model: ModelSection = dataclasses.field(default_factory=ModelSection)
+  data: SFTData = dataclasses.field(default_factory=SFTData)
+  optim: OptimConfig = dataclasses.field(default_factory=lambda: OptimConfig(learning_rate=1e-4))
+  train: TrainSection = dataclasses.field(default_factory=TrainSection)
+  mesh: MeshConfig = dataclasses.field(default_factory=_one_device)

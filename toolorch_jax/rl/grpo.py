@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from toolorch_jax.agent.trajectory import Trajectory
+from toolorch_jax.rollout.trajectory import EpisodeEnd, Trajectory
 
 
 @dataclasses.dataclass
@@ -57,12 +57,13 @@ def group_advantages(rewards, group_ids, std_ddof: int = 1, clip: float | None =
 
 def valid_episode(trajectory: Trajectory) -> bool:
   """Ended by the environment (a valid answer) after at least one tool call that worked."""
-  return trajectory.finish == "env" and any(c.error is None for c in trajectory.calls)
+  return trajectory.finish == EpisodeEnd.ENV and any(c.error is None for c in trajectory.calls)
 
 
-def select(trajectories: Sequence[Trajectory], rewards: np.ndarray, config: GRPOConfig,
-           trainer_version: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
-  """(advantages, keep mask, filter counts) for a batch of groups."""
+def weigh_and_filter(trajectories: Sequence[Trajectory], rewards: np.ndarray, config: GRPOConfig,
+                     trainer_version: int) -> tuple[np.ndarray, np.ndarray, dict[str, float]]:
+  """(advantages, keep mask, filter counts) for a batch of groups: group advantages, then the
+  filters (low-std groups, invalid episodes if asked, episodes staler than allowed)."""
   advantages, keep = group_advantages(rewards, [t.group_id for t in trajectories], config.std_ddof,
                                       config.clip, config.min_std, config.eps)
   counts = {"filtered/low_std": float((~keep).sum())}

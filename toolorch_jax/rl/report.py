@@ -1,85 +1,84 @@
-"""Held-out evaluation per preference profile, baselines, and the run report (JSON, Markdown, PNG).
+"""Held-out evaluation (per preference profile), baselines, targets, and the run report (JSON,
+Markdown, PNG).
 
 Each profile's held-out episodes are scored with the run's composite reward, normalising the
 preference features over that profile's episodes (one group), as a population-level analogue of
-the per-task groups used in training.
+the per-task groups used in training. An environment without profiles is evaluated once, on its
+tasks as they are, under the name `ALL_TASKS`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import resource
 from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
-from toolorch_jax.agent.evaluate import summarize
-from toolorch_jax.agent.loop import run_groups
-from toolorch_jax.agent.policy import EnginePolicy
+from toolorch_jax.data.task import Task
+from toolorch_jax.envs.base import Ability, Environment
 from toolorch_jax.rewards import compute_rewards
 from toolorch_jax.rl.config import RunConfig
+from toolorch_jax.rl.targets import check_targets
+from toolorch_jax.rollout.engine_rollout import Rollout
+from toolorch_jax.rollout.summary import summarize
+
+ALL_TASKS = "all tasks"
 
 
-def held_out_tasks(env, config: RunConfig) -> list:
+def held_out_tasks(env: Environment, config: RunConfig) -> list[Task]:
   tasks = list(env.tasks(config.report.split))
   return tasks[:config.report.tasks] if config.report.tasks else tasks
 
 
-def _profile_summary(trajectories, rewards, models) -> dict:
-  """The evaluation summary with the composite reward, and the tool mix over the experts only."""
+def profile_names(env: Environment) -> list[str]:
+  """The names the report evaluates under: the environment's profiles, or `ALL_TASKS`."""
+  profiles = env.profiles() if Ability.PROFILES in env.abilities() else []
+  return [p.name for p in profiles] or [ALL_TASKS]
+
+
+def _profile_summary(trajectories, rewards, choices: Sequence[str]) -> dict:
+  """The evaluation summary with the composite reward, and the tool mix over the environment's
+  choices (its experts, say) when it names them."""
   summary = summarize(trajectories)
-  expert_share = sum(summary["tool_mix"].get(m, 0.0) for m in models) or 1.0
+  mix = summary["tool_mix"]
+  if choices:
+    chosen = sum(mix.get(c, 0.0) for c in choices) or 1.0
+    mix = {c: mix.get(c, 0.0) / chosen for c in choices}
   return {
       "mean_reward": float(np.mean(rewards)),
       "accuracy": summary["success_rate"],
       "mean_cost_usd": summary["mean_cost_usd"],
       "mean_latency_s": summary["mean_latency_s"],
-      "tool_mix": {m: summary["tool_mix"].get(m, 0.0) / expert_share for m in models},
+      "tool_mix": mix,
       "n": summary["n_tasks"],
   }
 
 
-def evaluate_profiles(trainer, config: RunConfig) -> dict[str, dict]:
+def evaluate_profiles(env: Environment, rollout: Rollout, config: RunConfig) -> dict[str, dict]:
   """Episodes on held-out tasks under each preference profile (seeded sampling at
   `report.temperature`, the policy as trained; 0 for its greedy choices)."""
-  from toolorch_jax.serving import SamplingParams
-
-  env = trainer.env
   tasks = held_out_tasks(env, config)
-  policy = EnginePolicy(trainer.client, SamplingParams(temperature=config.report.temperature),
-                        seed=config.train.seed + 1)
-  models = list(getattr(env, "models", []))
+  policy = rollout.policy(temperature=config.report.temperature, seed=config.train.seed + 1)
+  profiles = env.profiles() if Ability.PROFILES in env.abilities() else []
+  runs = [(p.name, env.with_preference(tasks, p)) for p in profiles] or [(ALL_TASKS, tasks)]
   summaries = {}
-  for index, profile in enumerate(env.settings.profiles):
-    profiled = env.with_profile(tasks, profile)
-    trajectories = asyncio.run(run_groups(env, policy, profiled, config.report.samples,
-                                          trainer.tokenizer, trainer.loop_config, first_group_id=0))
+  for index, (name, profiled) in enumerate(runs):
+    trajectories = rollout.play(env, profiled, config.report.samples, policy=policy)
     for t in trajectories:
       t.group_id = index  # one normalisation group per profile
     rewards, _ = compute_rewards(trajectories, config.rewards)
-    summaries[profile.name] = _profile_summary(trajectories, rewards, models)
+    summaries[name] = _profile_summary(trajectories, rewards, env.choices())
   return summaries
 
 
-def _targets(before: dict, after: dict, baselines: dict) -> dict[str, bool]:
-  names = list(after)
-  targets = {"reward_improved": float(np.mean([after[p]["mean_reward"] for p in names]))
-                                > float(np.mean([before[p]["mean_reward"] for p in names]))}
-  accuracy_first = next((p for p in names if "accuracy" in p), None)
-  cost_first = next((p for p in names if "cost" in p), None)
-  if accuracy_first and cost_first:
-    targets["cost_first_spends_40pct_less"] = (
-        after[cost_first]["mean_cost_usd"] <= 0.6 * after[accuracy_first]["mean_cost_usd"])
-  line = baselines.get("random_at_matched_cost", {})
-  for p in names:
-    if p in line:
-      targets[f"above_random_mixing/{p}"] = after[p]["accuracy"] > line[p]["accuracy"]
-  return targets
+def _is_per_profile(point: dict[str, Any]) -> bool:
+  return "accuracy" not in point
 
 
 def _markdown(report: dict) -> str:
-  lines = ["# toolorch_jax local run", "",
+  lines = [f"# toolorch_jax run: {report['env']}", "",
            f"Wall time {report['wall_seconds']:.0f} s, peak memory {report['peak_memory_mib']:.0f} MiB.", "",
            "| stage | profile | reward | accuracy | cost / task (USD) | latency (s) | tool mix | n |",
            "|---|---|---:|---:|---:|---:|---|---:|"]
@@ -88,12 +87,13 @@ def _markdown(report: dict) -> str:
       mix = ", ".join(f"{k} {v:.0%}" for k, v in s["tool_mix"].items())
       lines.append(f"| {stage} | {profile} | {s['mean_reward']:.3f} | {s['accuracy']:.3f} |"
                    f" {s['mean_cost_usd']:.6f} | {s['mean_latency_s']:.2f} | {mix} | {s['n']} |")
-  lines += ["", "| baseline | accuracy | cost / task (USD) |", "|---|---:|---:|"]
-  for name, b in report["baselines"].items():
-    if name != "random_at_matched_cost":
-      lines.append(f"| {name} | {b['accuracy']:.3f} | {b['mean_cost_usd']:.6f} |")
-  for profile, b in report["baselines"].get("random_at_matched_cost", {}).items():
-    lines.append(f"| random at the cost of '{profile}' | {b['accuracy']:.3f} | {b['mean_cost_usd']:.6f} |")
+  if report["baselines"]:
+    lines += ["", "| baseline | accuracy | cost / task (USD) |", "|---|---:|---:|"]
+    for name, point in report["baselines"].items():
+      rows = point.items() if _is_per_profile(point) else [(None, point)]
+      for profile, b in rows:
+        label = f"{name} at the cost of '{profile}'" if profile else name
+        lines.append(f"| {label} | {b['accuracy']:.3f} | {b['mean_cost_usd']:.6f} |")
   lines += ["", "| target | met |", "|---|---|"]
   lines += [f"| {name} | {'yes' if met else 'no'} |" for name, met in report["targets"].items()]
   return "\n".join(lines) + "\n"
@@ -120,13 +120,13 @@ def _plots(workdir: Path, report: dict) -> None:
   plt.close(figure)
 
   figure, axis = plt.subplots(figsize=(8, 4.5))
-  base = report["baselines"]
-  if "always_weak" in base:
-    weak, strong = base["always_weak"], base["always_strong"]
-    axis.plot([weak["mean_cost_usd"], strong["mean_cost_usd"]], [weak["accuracy"], strong["accuracy"]],
-              "k--", label="random mixing of weak and strong")
-    for name in ("always_weak", "always_strong", "oracle"):
-      axis.scatter(base[name]["mean_cost_usd"], base[name]["accuracy"], marker="s", label=name)
+  for name, point in report["baselines"].items():
+    if _is_per_profile(point):  # one point per profile, e.g. on the line of random mixing
+      ordered = sorted(point.values(), key=lambda b: b["mean_cost_usd"])
+      axis.plot([b["mean_cost_usd"] for b in ordered], [b["accuracy"] for b in ordered], "k--d",
+                label=name)
+    else:
+      axis.scatter(point["mean_cost_usd"], point["accuracy"], marker="s", label=name)
   for stage, marker in (("before", "x"), ("after", "o")):
     for profile, s in report[stage].items():
       axis.scatter(s["mean_cost_usd"], s["accuracy"], marker=marker, s=60, label=f"{stage}: {profile}")
@@ -137,14 +137,16 @@ def _plots(workdir: Path, report: dict) -> None:
   plt.close(figure)
 
 
-def write_report(workdir: Path, config: RunConfig, env, before: dict, after: dict,
+def write_report(workdir: Path, config: RunConfig, env: Environment, before: dict, after: dict,
                  wall_seconds: float) -> dict:
-  tasks = held_out_tasks(env, config)
-  baselines = env.baselines(tasks, {p: s["mean_cost_usd"] for p, s in after.items()}) \
-      if hasattr(env, "baselines") else {}
-  report = {"before": before, "after": after, "baselines": baselines, "wall_seconds": wall_seconds,
+  baselines = {}
+  if Ability.BASELINES in env.abilities():
+    baselines = env.baselines(held_out_tasks(env, config),
+                              {p: s["mean_cost_usd"] for p, s in after.items()})
+  report = {"env": config.env.name, "before": before, "after": after, "baselines": baselines,
+            "wall_seconds": wall_seconds,
             "peak_memory_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-  report["targets"] = _targets(before, after, baselines)
+  report["targets"] = check_targets(config.report.targets, before, after, baselines)
   (workdir / "report.json").write_text(json.dumps(report, indent=2) + "\n")
   markdown = _markdown(report)
   (workdir / "report.md").write_text(markdown)

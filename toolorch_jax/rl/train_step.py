@@ -17,7 +17,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
-from toolorch_jax.model.sharding import logical_to_spec
+from toolorch_jax.model.sharding import logical_to_spec, within
 from toolorch_jax.rl.grpo import GRPOConfig
 from toolorch_jax.rl.loss import aggregate, policy_loss_terms, token_log_probs
 
@@ -65,8 +65,8 @@ def sft_objective(logp, entropy, mb):
   return -logp, {}
 
 
-class StepFunctions:
-  """Jitted log-prob and update programs for one model graph on one mesh."""
+class TrainStep:
+  """The jitted update (and log-prob) programs for one model graph and objective on one mesh."""
 
   def __init__(self, graphdef, optimizer: optax.GradientTransformation, objective: Callable,
                aggregation: str = "token_mean", mesh: Mesh | None = None):
@@ -105,22 +105,19 @@ class StepFunctions:
   def _place(self, batch: dict[str, Any]) -> dict[str, jax.Array]:
     if self.mesh is None:
       return {k: jnp.asarray(v) for k, v in batch.items()}
-    with jax.set_mesh(self.mesh):
+    with within(self.mesh):
       return {k: jax.device_put(v, NamedSharding(self.mesh, logical_to_spec(
           (None, "batch", "seq")[-v.ndim:], v.shape))) for k, v in batch.items()}
-
-  def _run(self, fn, *args):
-    if self.mesh is None:
-      return fn(*args)
-    with jax.set_mesh(self.mesh):
-      return fn(*args)
 
   def log_probs(self, params, batch: dict[str, Any]) -> jax.Array:
     """[n_micro, rows, L] log-probs of the targets under `params` (old or reference policy)."""
     placed = self._place(batch)
-    return jnp.stack([self._run(self._logp, params, jax.tree.map(lambda x: x[i], placed))
-                      for i in range(placed["tokens"].shape[0])])
+    with within(self.mesh):
+      return jnp.stack([self._logp(params, jax.tree.map(lambda x: x[i], placed))
+                        for i in range(placed["tokens"].shape[0])])
 
   def update(self, params, opt_state, batch: dict[str, Any], num_tokens: int, num_sequences: int):
-    return self._run(self._step, params, opt_state, self._place(batch), jnp.float32(num_tokens),
-                     jnp.float32(num_sequences))
+    placed = self._place(batch)
+    with within(self.mesh):
+      return self._step(params, opt_state, placed, jnp.float32(num_tokens),
+                        jnp.float32(num_sequences))

@@ -1,13 +1,13 @@
 """Serving through JetStream: engine, driver, in-process client, gRPC and OpenAI-compatible servers.
 
-The names below need the `serve` extra (JetStream); they load on first use so that the `toolorch`
-command, which registers `serve` from this package, works without it.
+Most names below need the `serve` extra (JetStream); they load on first use, so that importing the
+package (or reading `EngineConfig`) works without it.
 """
 
 import importlib
 
 _EXPORTS = {
-    "Driver": "driver", "Engine": "engine", "EngineConfig": "engine", "EngineClient": "client",
+    "Driver": "driver", "Engine": "engine", "EngineConfig": "engine_config", "EngineClient": "client",
     "Generation": "client", "RequestError": "client", "SamplingParams": "sampling",
 }
 __all__ = sorted(_EXPORTS)

@@ -25,24 +25,13 @@ from flax import nnx, struct
 from jax.sharding import Mesh
 
 from toolorch_jax.model import KVCache, Qwen3, shard_model
+from toolorch_jax.model.sharding import within
 from toolorch_jax.serving import jetstream_compat as js
+from toolorch_jax.serving.engine_config import EngineConfig
 from toolorch_jax.serving.sampling import SamplingParams, sample_tokens
 from toolorch_jax.tokenizer import Tokenizer
 
 logger = logging.getLogger("toolorch_jax.serving")
-
-
-@dataclasses.dataclass(frozen=True)
-class EngineConfig:
-  max_slots: int = 8  # sequences decoded together
-  max_prefill_length: int = 512  # longest prompt
-  max_cache_length: int = 1024  # prompt + generated tokens per slot
-  min_prefill_bucket: int = 16  # prompts are padded to the next power of two from here
-  default_sampling: SamplingParams = SamplingParams(temperature=0.0)  # for requests without settings
-
-  def __post_init__(self):
-    if self.max_prefill_length > self.max_cache_length:
-      raise ValueError("max_prefill_length must not exceed max_cache_length")
 
 
 @dataclasses.dataclass
@@ -171,9 +160,7 @@ class Engine(js.engine_api.Engine):
     return self._live if params is LIVE_PARAMS or params is None else (params, self.version)
 
   def _run(self, fn, *args):
-    if self._mesh is None:
-      return fn(*args)
-    with jax.set_mesh(self._mesh):
+    with within(self._mesh):
       return fn(*args)
 
   # ----- jitted programs -------------------------------------------------------------------------

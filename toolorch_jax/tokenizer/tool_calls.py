@@ -7,28 +7,35 @@ raw text, so the episode loop can show it to the policy as an observation and co
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import re
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, Sequence
 
 from toolorch_jax.tokenizer.chat_template import (THINK_CLOSE, THINK_OPEN, TOOL_CALL_CLOSE,
                                                   TOOL_CALL_OPEN)
+from toolorch_jax.tools.base import ToolCall
 
-ERROR_KINDS = ("unclosed_think", "unclosed_tag", "unexpected_close", "malformed_json", "not_object",
-               "missing_name", "malformed_arguments", "non_object_arguments", "unknown_tool")
 _TAG = re.compile(re.escape(TOOL_CALL_OPEN) + "|" + re.escape(TOOL_CALL_CLOSE))
 
 
-class ToolCall(NamedTuple):
-  """One call; compares equal to the tuple `(name, arguments)`."""
+class ParseError(enum.StrEnum):
+  """What was wrong with an assistant message; the episode loop counts faults by these names."""
 
-  name: str
-  arguments: dict[str, Any]
+  UNCLOSED_THINK = "unclosed_think"
+  UNCLOSED_TAG = "unclosed_tag"
+  UNEXPECTED_CLOSE = "unexpected_close"
+  MALFORMED_JSON = "malformed_json"
+  NOT_OBJECT = "not_object"
+  MISSING_NAME = "missing_name"
+  MALFORMED_ARGUMENTS = "malformed_arguments"
+  NON_OBJECT_ARGUMENTS = "non_object_arguments"
+  UNKNOWN_TOOL = "unknown_tool"
 
 
 @dataclasses.dataclass
 class ToolCallError:
-  kind: str  # one of ERROR_KINDS
+  kind: ParseError
   message: str
   raw: str
 
@@ -56,24 +63,26 @@ def _parse_call(raw: str, known: set[str] | None) -> ToolCall | ToolCallError:
   try:
     call = json.loads(body)
   except (json.JSONDecodeError, RecursionError) as err:
-    return ToolCallError("malformed_json", f"tool call is not valid JSON: {err}", raw)
+    return ToolCallError(ParseError.MALFORMED_JSON, f"tool call is not valid JSON: {err}", raw)
   if not isinstance(call, dict):
-    return ToolCallError("not_object", f"tool call is a JSON {type(call).__name__}, not an object", raw)
+    return ToolCallError(ParseError.NOT_OBJECT,
+                         f"tool call is a JSON {type(call).__name__}, not an object", raw)
   name = call.get("name")
   if not isinstance(name, str) or not name:
-    return ToolCallError("missing_name", "tool call has no \"name\" string", raw)
+    return ToolCallError(ParseError.MISSING_NAME, "tool call has no \"name\" string", raw)
   arguments = call.get("arguments", {})
   if isinstance(arguments, str):
     try:
       arguments = json.loads(arguments)
     except (json.JSONDecodeError, RecursionError) as err:
-      return ToolCallError("malformed_arguments", f"\"arguments\" of {name} is a string that is"
-                           f" not valid JSON: {err}", raw)
+      return ToolCallError(ParseError.MALFORMED_ARGUMENTS, f"\"arguments\" of {name} is a string"
+                           f" that is not valid JSON: {err}", raw)
   if not isinstance(arguments, dict):
-    return ToolCallError("non_object_arguments", f"\"arguments\" of {name} is a"
+    return ToolCallError(ParseError.NON_OBJECT_ARGUMENTS, f"\"arguments\" of {name} is a"
                          f" {type(arguments).__name__}, not an object", raw)
   if known is not None and name not in known:
-    return ToolCallError("unknown_tool", f"unknown tool {name!r}; available: {sorted(known)}", raw)
+    return ToolCallError(ParseError.UNKNOWN_TOOL,
+                         f"unknown tool {name!r}; available: {sorted(known)}", raw)
   return ToolCall(name, arguments)
 
 
@@ -83,7 +92,7 @@ def _split_think(text: str) -> tuple[str | None, str, list[ToolCallError]]:
     return head.split(THINK_OPEN)[-1].strip("\n"), rest, []
   if THINK_OPEN in text:
     head, _, rest = text.partition(THINK_OPEN)
-    error = ToolCallError("unclosed_think", "<think> is never closed", rest)
+    error = ToolCallError(ParseError.UNCLOSED_THINK, "<think> is never closed", rest)
     return rest.strip("\n"), head, [error]
   return None, text, []
 
@@ -91,7 +100,8 @@ def _split_think(text: str) -> tuple[str | None, str, list[ToolCallError]]:
 def parse_assistant(text: str, tools: Sequence[Mapping[str, Any]] | None = None) -> ParsedAssistant:
   """Splits an assistant message into reasoning, content and tool calls; never raises."""
   if not isinstance(text, str):
-    error = ToolCallError("malformed_json", f"assistant output is a {type(text).__name__}", repr(text))
+    error = ToolCallError(ParseError.MALFORMED_JSON, f"assistant output is a {type(text).__name__}",
+                          repr(text))
     return ParsedAssistant("", None, [], [error])
   known = tool_names(tools) if tools is not None else None
   reasoning, rest, errors = _split_think(text)
@@ -104,12 +114,14 @@ def parse_assistant(text: str, tools: Sequence[Mapping[str, Any]] | None = None)
       if open_at is None:
         outside.append(rest[position:tag.start()])
       else:  # a second <tool_call> before the first is closed
-        errors.append(ToolCallError("unclosed_tag", "<tool_call> is not closed before the next one",
+        errors.append(ToolCallError(ParseError.UNCLOSED_TAG,
+                                    "<tool_call> is not closed before the next one",
                                     rest[open_at:tag.start()]))
       open_at = tag.end()
     elif open_at is None:
       outside.append(rest[position:tag.start()])
-      errors.append(ToolCallError("unexpected_close", "</tool_call> without an opening <tool_call>",
+      errors.append(ToolCallError(ParseError.UNEXPECTED_CLOSE,
+                                  "</tool_call> without an opening <tool_call>",
                                   rest[max(0, tag.start() - 80):tag.end()]))
     else:
       result = _parse_call(rest[open_at:tag.start()], known)
@@ -117,7 +129,7 @@ def parse_assistant(text: str, tools: Sequence[Mapping[str, Any]] | None = None)
       open_at = None
     position = tag.end()
   if open_at is not None:
-    errors.append(ToolCallError("unclosed_tag", "<tool_call> is never closed", rest[open_at:]))
+    errors.append(ToolCallError(ParseError.UNCLOSED_TAG, "<tool_call> is never closed", rest[open_at:]))
   else:
     outside.append(rest[position:])
   return ParsedAssistant("".join(outside).strip(), reasoning, calls, errors)

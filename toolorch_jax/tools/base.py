@@ -1,4 +1,4 @@
-"""The tool contract: `Tool`, `ToolResult`, `ToolContext`, and per-backend concurrency limits.
+"""The tool contract: `Tool`, `ToolCall`, `ToolResult`, `ToolContext`, per-backend concurrency limits.
 
 The episode loop awaits `tool.call(arguments, context)` and always gets a `ToolResult` back: bad
 arguments (checked against the tool's JSON schema), exceptions, timeouts and HTTP failures all
@@ -15,20 +15,23 @@ import dataclasses
 import functools
 import json
 import logging
-import os
 import time
 import weakref
-from pathlib import Path
-from typing import Any, AsyncIterator, ClassVar, Mapping
+from typing import Any, AsyncIterator, ClassVar, Mapping, NamedTuple
 
 import jsonschema
 
-from toolorch_jax.config import ConfigError
-from toolorch_jax.datadir import data_path
 from toolorch_jax.tools.catalog import ModelCatalog
 from toolorch_jax.tools.pricing import Price
 
 log = logging.getLogger(__name__)
+
+
+class ToolCall(NamedTuple):
+  """One call the policy made: a tool name and its arguments; equals the tuple `(name, arguments)`."""
+
+  name: str
+  arguments: dict[str, Any]
 
 
 @dataclasses.dataclass
@@ -87,18 +90,6 @@ class Limits:
       per_loop[backend] = asyncio.Semaphore(self.cap(backend))
     async with per_loop[backend]:
       yield
-
-
-def data_file(path: str, key: str) -> Path:
-  """A file a tool reads: absolute, or relative to the data directory; ConfigError naming `key`."""
-  if os.path.isabs(path):
-    if not os.path.isfile(path):
-      raise ConfigError(f"{key}: file not found: {path}")
-    return Path(path)
-  try:
-    return data_path(path)
-  except FileNotFoundError as err:
-    raise ConfigError(f"{key}: {err}") from None
 
 
 @dataclasses.dataclass

@@ -15,7 +15,8 @@ import functools
 from typing import Any
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.tools.base import Tool, ToolContext, ToolError, ToolResult, data_file
+from toolorch_jax.datadir import data_file
+from toolorch_jax.tools.base import Tool, ToolContext, ToolError, ToolResult
 from toolorch_jax.tools.pricing import estimate_tokens
 
 

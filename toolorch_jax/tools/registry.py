@@ -27,23 +27,25 @@ import jsonschema
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from toolorch_jax.config import ConfigError, _describe, config_dir, load_config, load_object, read_yaml
+from toolorch_jax.config import ConfigError, _describe, config_dir, load_config, read_yaml
+from toolorch_jax.registry import Registry
 from toolorch_jax.tools.base import Limits, Tool, ToolContext, ToolResult
 from toolorch_jax.tools.catalog import ModelCatalog, ModelSpec
 from toolorch_jax.tools.pricing import Price
 
-TOOL_TYPES: dict[str, str | type[Tool]] = {
-    "code_interpreter": "toolorch_jax.tools.code_interpreter:CodeInterpreter",
-    "bm25_search": "toolorch_jax.tools.search:BM25Search",
-    "tavily_search": "toolorch_jax.tools.search:TavilySearch",
-    "llm_expert": "toolorch_jax.tools.llm_expert:LLMExpert",
-    "recorded_expert": "toolorch_jax.tools.recorded_expert:RecordedExpert",
-}
+DEFAULT_TOOLSET = "local"  # configs/tools/local.yaml: no API key needed
+TOOL_TYPES: Registry[type[Tool]] = Registry(
+    "tool type", "a Tool subclass", lambda obj: isinstance(obj, type) and issubclass(obj, Tool))
+TOOL_TYPES.register("code_interpreter", "toolorch_jax.tools.code_interpreter:CodeInterpreter")
+TOOL_TYPES.register("bm25_search", "toolorch_jax.tools.search:BM25Search")
+TOOL_TYPES.register("tavily_search", "toolorch_jax.tools.search:TavilySearch")
+TOOL_TYPES.register("llm_expert", "toolorch_jax.tools.llm_expert:LLMExpert")
+TOOL_TYPES.register("recorded_expert", "toolorch_jax.tools.recorded_expert:RecordedExpert")
 
 
 def register_tool(type_name: str, target: str | type[Tool]) -> None:
   """Makes `type: type_name` in YAML mean `target` (a Tool subclass or its 'module:attr')."""
-  TOOL_TYPES[type_name] = target
+  TOOL_TYPES.register(type_name, target)
 
 
 @dataclasses.dataclass
@@ -95,19 +97,6 @@ class ToolSet(Mapping[str, Tool]):
     return [tool.schema() for tool in self.tools.values()]
 
 
-def resolve_type(type_name: str, key: str) -> type[Tool]:
-  """The Tool subclass a `type:` value names; ConfigError naming `key` otherwise."""
-  target = TOOL_TYPES.get(type_name, type_name)
-  if isinstance(target, str):
-    if ":" not in target:
-      raise ConfigError(f"{key}: unknown tool type '{type_name}' (registered: "
-                        f"{', '.join(sorted(TOOL_TYPES))}; or give module:attr of a Tool subclass)")
-    target = load_object(target, key)
-  if not (isinstance(target, type) and issubclass(target, Tool)):
-    raise ConfigError(f"{key}: '{type_name}' is {target!r}, not a Tool subclass")
-  return target
-
-
 def _settings(cls: type[Tool], data: Mapping[str, Any], key: str) -> Any:
   try:
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls.Settings), data))
@@ -147,7 +136,7 @@ def build_toolset(config: ToolSetConfig, source: str = "tool set") -> ToolSet:
   tools = {}
   for name, spec in config.tools.items():
     key = f"{source}: tools.{name}"
-    cls = resolve_type(spec.type, f"{key}.type")
+    cls = TOOL_TYPES.resolve(spec.type, f"{key}.type")
     settings = _settings(cls, spec.settings, f"{key}.settings")
     try:
       tool = cls(name, settings, price=spec.price, models=models, backend=spec.backend,
@@ -195,7 +184,7 @@ def _check_shape(path: Path) -> None:
         raise ConfigError(f"{path}: '{section}.{name}' must be a mapping")
 
 
-def load_toolset(name_or_path: str = "local", overrides: Sequence[str] = ()) -> ToolSet:
+def load_toolset(name_or_path: str = DEFAULT_TOOLSET, overrides: Sequence[str] = ()) -> ToolSet:
   """Loads and builds a tool set by name or path, with `key.sub=value` overrides."""
   path = toolset_path(name_or_path)
   _check_shape(path)

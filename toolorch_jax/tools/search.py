@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
-import json
 import os
 import shutil
 import tempfile
@@ -21,7 +20,9 @@ from typing import Any
 import bm25s
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.tools.base import Tool, ToolContext, ToolError, ToolResult, data_file
+from toolorch_jax.data.jsonl import read_jsonl
+from toolorch_jax.datadir import data_file
+from toolorch_jax.tools.base import Tool, ToolContext, ToolError, ToolResult
 from toolorch_jax.tools.http_retry import RetryPolicy, post_json
 
 
@@ -59,21 +60,18 @@ _INDEX_LOCK = threading.Lock()
 
 def _read_corpus(path: Path, id_field: str, text_field: str) -> tuple[list[str], list[str], str]:
   """(ids, texts, sha256 of the file); ToolError naming the line that is not a passage."""
-  raw = path.read_bytes()
   ids, texts = [], []
-  for number, line in enumerate(raw.decode("utf-8").splitlines(), 1):
-    if not line.strip():
-      continue
-    try:
-      record = json.loads(line)
+  try:
+    for where, record in read_jsonl(path, "settings.corpus"):
+      if id_field not in record or text_field not in record:
+        raise ToolError(f"{where}: not a passage with '{id_field}' and '{text_field}'")
       ids.append(str(record[id_field]))
       texts.append(str(record[text_field]))
-    except (ValueError, KeyError, TypeError) as err:
-      raise ToolError(f"{path}:{number}: not a passage with '{id_field}' and '{text_field}'"
-                      f" ({type(err).__name__}: {err})") from None
+  except ConfigError as err:
+    raise ToolError(f"{err} (expected a passage with '{id_field}' and '{text_field}')") from None
   if not ids:
     raise ToolError(f"{path}: the corpus has no passages")
-  return ids, texts, hashlib.sha256(raw).hexdigest()
+  return ids, texts, hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def load_index(path: Path, settings: BM25Settings) -> tuple[_Index, str]:

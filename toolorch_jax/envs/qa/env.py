@@ -9,19 +9,22 @@ and `score` returns the grade. Any other ending scores 0.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import EnvEpisode, Environment, PreferenceDraw, ProfileConfig, Task, in_split
+from toolorch_jax.data.split import in_split
+from toolorch_jax.data.task import Preference, Task
+from toolorch_jax.data.task_file import read_task_file
+from toolorch_jax.envs.base import Ability, Environment, Episode, Script
+from toolorch_jax.envs.profiles import PreferenceDraw, ProfileConfig
 from toolorch_jax.envs.qa.basic import BasicSurface
-from toolorch_jax.envs.qa.data import SPLITS, dataset_spec, read_records
+from toolorch_jax.envs.qa.data import SPLITS, dataset_file
 from toolorch_jax.envs.qa.graders import (GRADERS, ExactMatch, Grade, Grader, LLMJudge,
                                           NumericMatch)
 from toolorch_jax.envs.qa.orchestra import OrchestraSurface
 from toolorch_jax.envs.qa.surface import FINAL, Surface, expert_models, require_tool
-from toolorch_jax.tokenizer import ParsedAssistant, ToolCall
 from toolorch_jax.tools import ToolSet, load_toolset
-from toolorch_jax.tools.base import Tool, ToolContext, ToolError, ToolResult
+from toolorch_jax.tools.base import Tool, ToolCall, ToolContext, ToolError, ToolResult
 
 SURFACES = ("orchestra", "basic")
 
@@ -45,7 +48,7 @@ class Settings:
   judge_tool: str = "answer"  # the expert tool asked by the judge grader
   judge_model: str = "answer-1"
   max_context_chars: int = 24000  # of gathered context in an orchestra expert's prompt
-  preferences: list[ProfileConfig] = dataclasses.field(default_factory=list)
+  profiles: list[ProfileConfig] = dataclasses.field(default_factory=list)
 
 
 def _check(s: Settings) -> None:
@@ -60,7 +63,7 @@ def _check(s: Settings) -> None:
       raise ConfigError(f"env.settings.{key}: must be >= 0, got {getattr(s, key)}")
 
 
-class QAEpisode(EnvEpisode):
+class QAEpisode(Episode):
   def __init__(self, task: Task, system_prompt: str, tools: Mapping[str, Tool], grader: Grader):
     super().__init__(task)
     self.system_prompt = system_prompt
@@ -90,8 +93,8 @@ class QAEpisode(EnvEpisode):
       return
     self.final_call, self.done = call, True
 
-  def observe(self, parsed: ParsedAssistant) -> None:
-    for call in parsed.tool_calls:
+  def observe(self, content: str, tool_calls: Sequence[ToolCall]) -> None:
+    for call in tool_calls:
       self._claim_final(call)
 
   async def execute(self, call: ToolCall, context: ToolContext) -> ToolResult:
@@ -134,13 +137,13 @@ class QAEnvironment(Environment):
         OrchestraSurface(self.tools, s.search_tool, s.python_tool, s.max_context_chars)
         if s.surface == "orchestra" else BasicSurface(self.tools, s.search_tool, s.python_tool))
     self.grader = self._grader()
-    self.preference_draw = PreferenceDraw.from_profiles(s.preferences, self.surface.choices(),
-                                                        "env.settings.preferences")
-    spec = dataset_spec(s.dataset)
+    self.preference_draw = PreferenceDraw.from_profiles(s.profiles, self.surface.choices(),
+                                                        "env.settings.profiles")
     overrides = {"id_field": s.id_field, "question_field": s.question_field,
                  "answer_field": s.answer_field, "answer_marker": s.answer_marker}
-    self.spec = dataclasses.replace(spec, **{k: v for k, v in overrides.items() if v is not None})
-    self.records = read_records(self.spec)
+    self.task_file = dataclasses.replace(dataset_file(s.dataset),
+                                    **{k: v for k, v in overrides.items() if v is not None})
+    self._tasks = read_task_file(self.task_file, "env.settings.dataset")
 
   def _grader(self) -> Grader:
     s = self.settings
@@ -161,11 +164,21 @@ class QAEnvironment(Environment):
     split = split or s.split
     if split not in SPLITS:
       raise ConfigError(f"unknown split '{split}' of QA dataset '{s.dataset}'; splits: {SPLITS}")
-    tasks = [Task(r.id, r.question, r.answer,
-                  metadata={"dataset": s.dataset, "solution": r.solution},
-                  preference=self.preference_draw.for_task(r.id))
-             for r in self.records if in_split(r.id, split, s.test_fraction)]
+    tasks = [dataclasses.replace(task, metadata={**task.metadata, "dataset": s.dataset},
+                                 preference=self.preference_draw.for_task(task.task_id))
+             for task in self._tasks if in_split(task.task_id, split, s.test_fraction)]
     return tasks[:s.limit or None]
+
+  def choices(self) -> list[str]:
+    return sorted(self.surface.choices())
+
+  def profiles(self) -> list[Preference]:
+    return list(self.preference_draw.preferences)
+
+  def abilities(self) -> frozenset[Ability]:
+    """The gold policy answers the gold text, which only the basic surface lets the policy do."""
+    found = super().abilities()
+    return found if self.settings.surface == "basic" else found - {Ability.GOLD_POLICY}
 
   def start(self, task: Task) -> QAEpisode:
     prompt = self.surface.instructions
@@ -173,7 +186,7 @@ class QAEnvironment(Environment):
       prompt += "\n\n" + task.preference.describe()
     return QAEpisode(task, prompt, self.surface.bind(task.prompt), self.grader)
 
-  def gold_script(self, task: Task) -> Callable[[list, list], dict[str, Any]]:
+  def gold_script(self, task: Task) -> Script:
     """Answers the gold text at once (basic surface): a self-check of data and grader."""
     if self.settings.surface != "basic":
       raise NotImplementedError("the orchestra surface answers through an expert model, so it has"

@@ -11,7 +11,7 @@ import json
 from typing import Any, Mapping
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.tools.base import data_file
+from toolorch_jax.datadir import data_file
 
 REWARD_TYPES = ("DB", "ENV_ASSERTION", "ACTION", "COMMUNICATE", "NL_ASSERTION")
 DEFAULT_REWARD_BASIS = ("DB", "COMMUNICATE")  # τ²'s default when a task names none

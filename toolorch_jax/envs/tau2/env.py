@@ -10,18 +10,19 @@ episode works on its own copy of the task's initial database; `score` is τ²'s 
 from __future__ import annotations
 
 import dataclasses
+import random
 from typing import Any, Sequence
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import EnvEpisode, Environment, Task
+from toolorch_jax.data.task import Task
+from toolorch_jax.envs.base import Environment, Episode, Script
 from toolorch_jax.envs.tau2 import scoring
 from toolorch_jax.envs.tau2.data import Tau2Task, load_domain
 from toolorch_jax.envs.tau2.db import Database
-from toolorch_jax.envs.tau2.gold import Script, gold_script
+from toolorch_jax.envs.tau2.gold import gold_script
 from toolorch_jax.envs.tau2.mock_tools import MOCK
 from toolorch_jax.envs.tau2.toolkit import DONE, DONE_SCHEMA, Domain, replay
-from toolorch_jax.tokenizer import ParsedAssistant, ToolCall
-from toolorch_jax.tools.base import ToolContext, ToolResult
+from toolorch_jax.tools.base import ToolCall, ToolContext, ToolError, ToolResult
 
 SOLO_INSTRUCTIONS = (
     "You are a customer service agent. You are given a ticket with a user's request; resolve it by"
@@ -36,7 +37,7 @@ class Settings:
   split: str = "base"  # a key of the domain's split_tasks.json
 
 
-class Tau2Episode(EnvEpisode):
+class Tau2Episode(Episode):
   def __init__(self, task: Task, domain: Domain, system_prompt: str, initial: Database):
     super().__init__(task)
     self.spec: Tau2Task = task.answer
@@ -57,10 +58,10 @@ class Tau2Episode(EnvEpisode):
   def tool_schemas(self) -> list[dict[str, Any]]:
     return [tool.schema() for tool in self.tools.values()] + [DONE_SCHEMA]
 
-  def observe(self, parsed: ParsedAssistant) -> None:
-    if parsed.content:
-      self.texts.append(parsed.content)
-    if not self.done and any(call.name == DONE for call in parsed.tool_calls):
+  def observe(self, content: str, tool_calls: Sequence[ToolCall]) -> None:
+    if content:
+      self.texts.append(content)
+    if not self.done and any(call.name == DONE for call in tool_calls):
       self.done, self.ended_by = True, DONE
 
   async def execute(self, call: ToolCall, context: ToolContext) -> ToolResult:
@@ -172,6 +173,34 @@ class Tau2Environment(Environment):
 
   def gold_script(self, task: Task, grouped: bool = False) -> Script:
     return gold_script(_spec(task), grouped)
+
+  def demonstrations(self, tasks: Sequence[Task], count: int, seed: int) -> list[dict[str, Any]]:
+    """`count` gold conversations (the gold actions with the domain's real results, then `done`),
+    of tasks drawn at random: what a warm start imitates before RL."""
+    rng = random.Random(seed)
+    tasks = list(tasks)
+    return [self._gold_conversation(rng.choice(tasks)) for _ in range(count)]
+
+  def _gold_conversation(self, task: Task) -> dict[str, Any]:
+    """The gold script's turns with each call's real result on a fresh episode's database, up to
+    the turn that ends the episode (`done`, or a tool such as a transfer)."""
+    episode, script = self.start(task), self.gold_script(task)
+    messages, tools = episode.messages(), episode.tool_schemas()
+    while True:
+      turn = script(messages, tools)
+      messages.append(turn)
+      for call in turn["tool_calls"]:
+        if call["name"] == DONE:
+          return {"messages": messages, "tools": tools}
+        tool = episode.tools[call["name"]]
+        try:
+          text = tool.respond(tool.validate(call["arguments"]))
+        except ToolError as err:
+          raise ConfigError(f"task '{task.task_id}': gold action {call['name']} failed: {err}") \
+              from None
+        if tool.ends_episode:
+          return {"messages": messages, "tools": tools}
+        messages.append({"role": "tool", "content": text, "name": call["name"]})
 
 
 def _spec(task: Task) -> Tau2Task:

@@ -7,12 +7,11 @@ action lists go through `replay_script` to check that the scorer notices a wrong
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
+from toolorch_jax.envs.base import Script
 from toolorch_jax.envs.tau2.data import Tau2Task
 from toolorch_jax.envs.tau2.toolkit import DONE
-
-Script = Callable[[list[dict[str, Any]], list[dict[str, Any]]], dict[str, Any]]
 
 
 def replay_script(calls: Sequence[tuple[str, Mapping[str, Any]]], say: str = "",
@@ -40,3 +39,4 @@ def gold_script(spec: Tau2Task, grouped: bool = False) -> Script:
   actions = (criteria.actions or ()) if criteria else ()
   say = "\n".join(criteria.communicate_info) if criteria else ""
   return replay_script([(a.name, a.arguments) for a in actions], say, grouped)
+

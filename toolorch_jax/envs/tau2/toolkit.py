@@ -36,10 +36,13 @@ class DomainTool(Tool):
   def apply(self, arguments: dict[str, Any]) -> Any:
     """The call on validated arguments: JSON-able data or text; a ToolError changes nothing."""
 
-  async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+  def respond(self, arguments: dict[str, Any]) -> str:
+    """`apply`, and its output as the agent reads it (JSON unless it is text)."""
     output = self.apply(arguments)
-    text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
-    return ToolResult(text=text)
+    return output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+
+  async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
+    return ToolResult(text=self.respond(arguments))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,42 +11,33 @@ faults in the trajectory; nothing raises out of an episode.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 import uuid
-from typing import Sequence
+from typing import Callable, Sequence
 
-from toolorch_jax.agent.policy import Policy
-from toolorch_jax.agent.trajectory import ToolCallRecord, Trajectory, Turn
-from toolorch_jax.envs.base import Environment, EnvEpisode, Task
-from toolorch_jax.tokenizer import ChatEpisode, Tokenizer, parse_assistant
+from toolorch_jax.data.task import Task
+from toolorch_jax.envs.base import Environment, Episode
+from toolorch_jax.rollout.config import EpisodeConfig
+from toolorch_jax.rollout.policy import Policy
+from toolorch_jax.rollout.trajectory import EpisodeEnd, ToolCallRecord, Trajectory, Turn, TurnEnd
+from toolorch_jax.tokenizer import Tokenizer, Transcript, parse_assistant
 from toolorch_jax.tools.base import ToolContext
-
-
-@dataclasses.dataclass
-class LoopConfig:
-  max_turns: int = 30  # ToolOrchestra's default
-  max_context: int = 8192  # tokens per episode, prompt included
-  max_new_tokens: int = 1024  # per assistant turn
-  enable_thinking: bool = True
-  tool_timeout_s: float = 120.0
-  max_observation_chars: int = 20_000  # longer tool results are cut (and counted as a fault)
-  concurrency: int = 64  # episodes in flight
 
 
 def _error_observation(message: str) -> str:
   return f"Error: {message}"
 
 
-def _observation(text: str, config: LoopConfig, trajectory: Trajectory) -> str:
+def _observation(text: str, config: EpisodeConfig, trajectory: Trajectory) -> str:
   if len(text) <= config.max_observation_chars:
     return text
   trajectory.count_fault("observation_truncated")
   return text[:config.max_observation_chars] + f"\n[truncated: {len(text)} characters in all]"
 
 
-async def run_episode(policy: Policy, episode: EnvEpisode, tokenizer: Tokenizer, config: LoopConfig,
-                      group_id: int = 0, episode_id: str | None = None) -> Trajectory:
+async def run_episode(policy: Policy, episode: Episode, tokenizer: Tokenizer,
+                      config: EpisodeConfig, group_id: int = 0,
+                      episode_id: str | None = None) -> Trajectory:
   """Plays one episode to its end and returns its trajectory."""
   start = time.perf_counter()
   task = episode.task
@@ -55,25 +46,25 @@ async def run_episode(policy: Policy, episode: EnvEpisode, tokenizer: Tokenizer,
                           preference=task.preference.to_dict() if task.preference else None)
   messages = list(episode.messages())
   tools = episode.tool_schemas()
-  chat = ChatEpisode.start(tokenizer, messages, tools, enable_thinking=config.enable_thinking)
-  trajectory.prompt_length = len(chat.ids)
-  logprobs = [0.0] * len(chat.ids)
+  transcript = Transcript.start(tokenizer, messages, tools, enable_thinking=config.enable_thinking)
+  trajectory.prompt_length = len(transcript.ids)
+  logprobs = [0.0] * len(transcript.ids)
   versions: set[int] = set()
   context = ToolContext(episode_id=trajectory.episode_id, timeout_s=config.tool_timeout_s)
-  finish = "max_turns"
+  finish = EpisodeEnd.MAX_TURNS
   for turn_index in range(config.max_turns):
-    budget = min(config.max_new_tokens, config.max_context - len(chat.ids))
+    budget = min(config.max_new_tokens, config.max_context - len(transcript.ids))
     if budget <= 0:
-      finish = "context"
+      finish = EpisodeEnd.CONTEXT
       break
     try:
-      turn = await policy.act(chat.ids, messages, tools, budget, episode_id=trajectory.episode_id)
+      turn = await policy.act(transcript.ids, messages, tools, budget, episode_id=trajectory.episode_id)
     except Exception:  # pylint: disable=broad-exception-caught
       trajectory.count_fault("policy_error")
-      trajectory.turns.append(Turn("", None, "", [], [], "error"))
-      finish = "policy_error"
+      trajectory.turns.append(Turn("", None, "", [], [], TurnEnd.ERROR))
+      finish = EpisodeEnd.POLICY_ERROR
       break
-    chat.append_generated(turn.token_ids)
+    transcript.append_generated(turn.token_ids)
     logprobs += list(turn.logprobs) or [0.0] * len(turn.token_ids)
     versions.update(turn.versions)
     text = tokenizer.decode(turn.token_ids, skip_special_tokens=True)
@@ -82,18 +73,18 @@ async def run_episode(policy: Policy, episode: EnvEpisode, tokenizer: Tokenizer,
                   [{"kind": e.kind, "message": e.message} for e in parsed.errors], turn.finish_reason)
     trajectory.turns.append(record)
     messages.append(_assistant_message(parsed))
-    if turn.finish_reason == "error":
+    if turn.finish_reason == TurnEnd.ERROR:
       trajectory.count_fault("policy_error")
-      finish = "policy_error"
+      finish = EpisodeEnd.POLICY_ERROR
       break
-    episode.observe(parsed)
-    if turn.finish_reason != "stop" or not chat.turn_closed:
-      finish = "truncated" if not episode.done else "env"
+    episode.observe(parsed.content, parsed.tool_calls)
+    if turn.finish_reason != TurnEnd.STOP or not transcript.turn_closed:
+      finish = EpisodeEnd.ENV if episode.done else EpisodeEnd.TRUNCATED
       break
     for error in parsed.errors:
       trajectory.count_fault(f"parse_{error.kind}")
     if not parsed.tool_calls and not parsed.errors:
-      finish = "env" if episode.done else "no_tool_call"
+      finish = EpisodeEnd.ENV if episode.done else EpisodeEnd.NO_TOOL_CALL
       break
     results = await asyncio.gather(*[episode.execute(call, context) for call in parsed.tool_calls])
     observations = []
@@ -111,12 +102,12 @@ async def run_episode(policy: Policy, episode: EnvEpisode, tokenizer: Tokenizer,
       messages.append({"role": "tool", "content": observations[-1]})
     record.observations = observations
     if episode.done:
-      finish = "env"
+      finish = EpisodeEnd.ENV
       break
-    chat.append_tool_responses(observations)
-    logprobs += [0.0] * (len(chat.ids) - len(logprobs))
-  trajectory.token_ids, trajectory.loss_mask = chat.ids, chat.loss_mask
-  trajectory.logprobs = logprobs[:len(chat.ids)]
+    transcript.append_tool_responses(observations)
+    logprobs += [0.0] * (len(transcript.ids) - len(logprobs))
+  trajectory.token_ids, trajectory.loss_mask = transcript.ids, transcript.loss_mask
+  trajectory.logprobs = logprobs[:len(transcript.ids)]
   trajectory.finish = finish
   trajectory.policy_versions = sorted(versions)
   trajectory.outcome = float(episode.score())
@@ -134,14 +125,18 @@ def _assistant_message(parsed) -> dict:
   return message
 
 
-async def run_groups(env: Environment, policy: Policy, tasks: Sequence[Task], group_size: int,
-                     tokenizer: Tokenizer, config: LoopConfig, first_group_id: int = 0) -> list[Trajectory]:
-  """`group_size` episodes per task, at most `config.concurrency` at once; ordered by group."""
+async def run_groups(env: Environment, policy: Policy | Callable[[Task], Policy],
+                     tasks: Sequence[Task], group_size: int, tokenizer: Tokenizer,
+                     config: EpisodeConfig, first_group_id: int = 0) -> list[Trajectory]:
+  """`group_size` episodes per task (one group id per task), at most `config.concurrency` at once;
+  ordered by group. `policy` is one policy for all, or a function giving each task its own (a
+  gold replay)."""
+  policy_for = policy if callable(policy) else lambda task: policy
   limit = asyncio.Semaphore(config.concurrency)
 
   async def one(task: Task, group_id: int, index: int) -> Trajectory:
     async with limit:
-      return await run_episode(policy, env.start(task), tokenizer, config, group_id,
+      return await run_episode(policy_for(task), env.start(task), tokenizer, config, group_id,
                                f"{task.task_id}-g{group_id}-{index}")
 
   jobs = [one(task, first_group_id + g, i) for g, task in enumerate(tasks) for i in range(group_size)]

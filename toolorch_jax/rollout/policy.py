@@ -14,6 +14,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import httpx
 
+from toolorch_jax.rollout.trajectory import TurnEnd
 from toolorch_jax.tokenizer import Tokenizer
 from toolorch_jax.tokenizer.chat_template import render_assistant_body
 
@@ -23,7 +24,7 @@ class PolicyTurn:
   token_ids: list[int]
   logprobs: list[float]  # per token; zeros when the policy does not report them
   versions: list[int]  # per token
-  finish_reason: str  # stop | length | error
+  finish_reason: TurnEnd
   error: str | None = None
 
 
@@ -51,7 +52,7 @@ class EnginePolicy:
       sampling = dataclasses.replace(sampling, seed=zlib.crc32(key))
     generation = await self.client.generate(list(prompt_ids), max_tokens, sampling)
     return PolicyTurn(generation.token_ids, generation.logprobs, generation.versions,
-                      generation.finish_reason or "error", generation.error)
+                      TurnEnd(generation.finish_reason or TurnEnd.ERROR), generation.error)
 
 
 def encode_assistant(tokenizer: Tokenizer, message: dict[str, Any], enable_thinking: bool) -> list[int]:
@@ -73,9 +74,9 @@ class ScriptedPolicy:
 
   async def act(self, prompt_ids, messages, tools, max_tokens, episode_id="") -> PolicyTurn:
     ids = encode_assistant(self.tokenizer, self.script(messages, tools), self.enable_thinking)
-    finish = "stop"
+    finish = TurnEnd.STOP
     if len(ids) > max_tokens:
-      ids, finish = ids[:max_tokens], "length"
+      ids, finish = ids[:max_tokens], TurnEnd.LENGTH
     return PolicyTurn(ids, [0.0] * len(ids), [0] * len(ids), finish)
 
 
@@ -102,7 +103,7 @@ class EndpointPolicy:
         response.raise_for_status()
         choice = response.json()["choices"][0]
     except (httpx.HTTPError, KeyError, IndexError, ValueError) as err:
-      return PolicyTurn([], [], [], "error", f"policy endpoint failed: {err}")
+      return PolicyTurn([], [], [], TurnEnd.ERROR, f"policy endpoint failed: {err}")
     message = dict(choice["message"])
     for call in message.get("tool_calls") or ():
       arguments = call["function"].get("arguments")
@@ -115,4 +116,5 @@ class EndpointPolicy:
     stopped = choice.get("finish_reason") in ("stop", "tool_calls")
     if not stopped and ids and ids[-1] == self.tokenizer.eos_id:
       ids = ids[:-1]  # a cut-off turn has no <|im_end|>
-    return PolicyTurn(ids, [0.0] * len(ids), [0] * len(ids), "stop" if stopped else "length")
+    return PolicyTurn(ids, [0.0] * len(ids), [0] * len(ids),
+                      TurnEnd.STOP if stopped else TurnEnd.LENGTH)

@@ -7,8 +7,8 @@ import pytest
 
 pytest.importorskip("jetstream", reason="needs the 'serve' extra and JetStream 0.2.2")
 
-from tests.agent.scripted_env import KeyValueEnv  # noqa: E402
-from toolorch_jax.agent import EnginePolicy, LoopConfig, run_groups  # noqa: E402
+from tests.rollout.scripted_env import KeyValueEnv  # noqa: E402
+from toolorch_jax.rollout import EnginePolicy, EpisodeConfig, run_groups  # noqa: E402
 from toolorch_jax.datadir import data_path  # noqa: E402
 from toolorch_jax.model import create_model, load_model_config  # noqa: E402
 from toolorch_jax.serving import Driver, Engine, EngineClient, EngineConfig, SamplingParams  # noqa: E402
@@ -25,7 +25,7 @@ def test_groups_on_the_engine(tmp_path):
   try:
     env = KeyValueEnv()
     policy = EnginePolicy(EngineClient(driver), SamplingParams(temperature=1.0, seed=None))
-    config = LoopConfig(max_turns=3, max_context=1000, max_new_tokens=24)
+    config = EpisodeConfig(max_turns=3, max_context=1000, max_new_tokens=24)
     trajectories = asyncio.run(run_groups(env, policy, env.tasks(), 3, tokenizer, config))
   finally:
     driver.stop()

@@ -1,9 +1,9 @@
-"""Append-only episodes: the ids grown turn by turn equal the tokenised full render."""
+"""Append-only transcripts: the ids grown turn by turn equal the tokenised full render."""
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from toolorch_jax.tokenizer import ChatEpisode, render_chat
+from toolorch_jax.tokenizer import Transcript, render_chat
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}}
          for n in ("search", "python", "answer")]
@@ -37,59 +37,59 @@ def test_incremental_ids_equal_full_render(request, backend):
   @given(chains())
   def check(chain):
     messages, steps = chain
-    episode = ChatEpisode.start(tokenizer, messages, TOOLS)
+    transcript = Transcript.start(tokenizer, messages, TOOLS)
     history = list(messages)
     for assistant, results in steps:
-      episode.append_assistant(assistant)
-      episode.append_tool_responses(results)
+      transcript.append_assistant(assistant)
+      transcript.append_tool_responses(results)
       history += [assistant] + [{"role": "tool", "content": r} for r in results]
       expected = tokenizer.encode(render_chat(history, TOOLS, add_generation_prompt=True))
-      assert episode.ids == expected
+      assert transcript.ids == expected
     final = {"role": "assistant", "content": "done", "reasoning_content": "final"}
-    episode.append_assistant(final)
+    transcript.append_assistant(final)
     full = tokenizer.encode(render_chat(history + [final], TOOLS))
-    assert episode.ids + tokenizer.encode("\n") == full
-    policy = [i for i, m in zip(episode.ids, episode.loss_mask) if m]
-    assert policy[-1] == tokenizer.eos_id and sum(episode.loss_mask) < len(episode.ids)
+    assert transcript.ids + tokenizer.encode("\n") == full
+    policy = [i for i, m in zip(transcript.ids, transcript.loss_mask) if m]
+    assert policy[-1] == tokenizer.eos_id and sum(transcript.loss_mask) < len(transcript.ids)
 
   check()
 
 
 def test_loss_mask_marks_exactly_the_generated_ids(qwen_tokenizer):
-  episode = ChatEpisode.start(qwen_tokenizer, [{"role": "user", "content": "hi"}], TOOLS)
-  prompt = len(episode.ids)
+  transcript = Transcript.start(qwen_tokenizer, [{"role": "user", "content": "hi"}], TOOLS)
+  prompt = len(transcript.ids)
   generated = qwen_tokenizer.encode("<think>\nx\n</think>\n\n<tool_call>\n{}\n</tool_call><|im_end|>")
-  episode.append_generated(generated)
-  episode.append_tool_responses(["r1", "r2"])
-  assert episode.loss_mask == [0] * prompt + [1] * len(generated) + [0] * (len(episode.ids) - prompt - len(generated))
-  assert episode.ids[prompt:prompt + len(generated)] == generated  # kept verbatim, never re-tokenised
+  transcript.append_generated(generated)
+  transcript.append_tool_responses(["r1", "r2"])
+  assert transcript.loss_mask == [0] * prompt + [1] * len(generated) + [0] * (len(transcript.ids) - prompt - len(generated))
+  assert transcript.ids[prompt:prompt + len(generated)] == generated  # kept verbatim, never re-tokenised
 
 
 def test_cut_off_generation_cannot_continue(qwen_tokenizer):
-  episode = ChatEpisode.start(qwen_tokenizer, [{"role": "user", "content": "hi"}])
-  episode.append_generated(qwen_tokenizer.encode("<think>\nstill thinking"))
+  transcript = Transcript.start(qwen_tokenizer, [{"role": "user", "content": "hi"}])
+  transcript.append_generated(qwen_tokenizer.encode("<think>\nstill thinking"))
   with pytest.raises(ValueError, match="not closed with <|im_end|>"):
-    episode.append_tool_responses(["x"])
+    transcript.append_tool_responses(["x"])
 
 
 def test_documented_divergences_from_a_re_render(qwen_tokenizer):
-  """Where the template rewrites history, the episode keeps what the policy saw."""
+  """Where the template rewrites history, the transcript keeps what the policy saw."""
   user = {"role": "user", "content": "Q1"}
   step = {"role": "assistant", "content": "", "reasoning_content": "old thoughts",
           "tool_calls": [{"name": "search", "arguments": {"query": "q"}}]}
-  episode = ChatEpisode.start(qwen_tokenizer, [user], TOOLS)
-  episode.append_assistant(step)
-  episode.append_user("Q2")
+  transcript = Transcript.start(qwen_tokenizer, [user], TOOLS)
+  transcript.append_assistant(step)
+  transcript.append_user("Q2")
   rerender = render_chat([user, step, {"role": "user", "content": "Q2"}], TOOLS, add_generation_prompt=True)
-  kept = qwen_tokenizer.decode(episode.ids)
+  kept = qwen_tokenizer.decode(transcript.ids)
   assert "old thoughts" in kept and "old thoughts" not in rerender  # template drops earlier <think>
 
   # enable_thinking=False: turns were generated after an empty <think> block the re-render omits
-  episode = ChatEpisode.start(qwen_tokenizer, [user], TOOLS, enable_thinking=False)
+  transcript = Transcript.start(qwen_tokenizer, [user], TOOLS, enable_thinking=False)
   plain = {"role": "assistant", "content": "", "tool_calls": step["tool_calls"]}
-  episode.append_assistant(plain)
-  episode.append_tool_responses(["r"])
+  transcript.append_assistant(plain)
+  transcript.append_tool_responses(["r"])
   history = [user, plain, {"role": "tool", "content": "r"}]
   rerender = render_chat(history, TOOLS, add_generation_prompt=True, enable_thinking=False)
-  assert qwen_tokenizer.decode(episode.ids) == rerender.replace(
+  assert qwen_tokenizer.decode(transcript.ids) == rerender.replace(
       "<|im_start|>assistant\n<tool_call>", "<|im_start|>assistant\n<think>\n\n</think>\n\n<tool_call>", 1)

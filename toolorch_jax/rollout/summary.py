@@ -1,4 +1,8 @@
-"""Evaluation: play each task once with a policy and report accuracy, cost, latency and tool mix."""
+"""What a batch of trajectories amounts to: accuracy, cost, latency, tool use, endings, faults.
+
+One summary serves `toolorch eval` (summary.json), the run report and the trainer's per-step
+metrics, so the three always count the same way.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +11,26 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from toolorch_jax.agent.trajectory import Trajectory
+from toolorch_jax.rollout.trajectory import Trajectory
+
+
+def _shares(counts: collections.Counter) -> dict[str, float]:
+  total = sum(counts.values())
+  return {name: count / total for name, count in sorted(counts.items())}
 
 
 def summarize(trajectories: Sequence[Trajectory]) -> dict:
-  """`success_rate` counts outcomes of 1; `tool_mix` is each tool's share of all calls."""
+  """`success_rate` counts outcomes of 1; `tool_mix` is each tool's share of all calls,
+  `calls_per_episode` their mean count, and `profile_tool_mix` the tool mix under each named
+  preference (does the policy route differently per user preference?)."""
   n = len(trajectories)
-  calls = collections.Counter()
+  calls, faults = collections.Counter(), collections.Counter()
+  per_profile: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
   for t in trajectories:
     calls.update(t.tool_counts)
-  total_calls = sum(calls.values())
-  faults = collections.Counter()
-  for t in trajectories:
     faults.update(t.faults)
+    if t.preference and t.preference.get("name"):
+      per_profile[t.preference["name"]].update(t.tool_counts)
   mean = lambda values: sum(values) / n if n else 0.0
   return {
       "n_tasks": n,
@@ -28,8 +39,10 @@ def summarize(trajectories: Sequence[Trajectory]) -> dict:
       "mean_cost_usd": mean([t.cost_usd for t in trajectories]),
       "mean_latency_s": mean([t.latency_s for t in trajectories]),
       "mean_turns": mean([len(t.turns) for t in trajectories]),
-      "tool_mix": {name: count / total_calls for name, count in sorted(calls.items())},
-      "finish": dict(collections.Counter(t.finish for t in trajectories)),
+      "tool_mix": _shares(calls),
+      "calls_per_episode": {name: count / n for name, count in sorted(calls.items())},
+      "profile_tool_mix": {name: _shares(counts) for name, counts in sorted(per_profile.items())},
+      "finish": dict(collections.Counter(str(t.finish) for t in trajectories)),
       "faults": dict(faults),
   }
 

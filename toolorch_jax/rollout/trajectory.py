@@ -4,8 +4,28 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
 import json
 from typing import Any
+
+
+class EpisodeEnd(enum.StrEnum):
+  """Why an episode ended."""
+
+  ENV = "env"  # the environment ended it: an answer, `done`, a transfer
+  NO_TOOL_CALL = "no_tool_call"  # a turn without a tool call, which the environment did not end on
+  MAX_TURNS = "max_turns"
+  CONTEXT = "context"  # no room left in the context budget for another turn
+  TRUNCATED = "truncated"  # a turn was cut at its token budget
+  POLICY_ERROR = "policy_error"  # the policy failed to produce a turn
+
+
+class TurnEnd(enum.StrEnum):
+  """How the policy's generation of one turn ended."""
+
+  STOP = "stop"  # closed with <|im_end|>
+  LENGTH = "length"  # cut at the token budget
+  ERROR = "error"
 
 
 @dataclasses.dataclass
@@ -27,7 +47,7 @@ class Turn:
   content: str
   observations: list[str]  # tool responses shown to the policy after this turn
   parse_errors: list[dict[str, str]]
-  finish_reason: str | None  # of generation: stop | length | error
+  finish_reason: TurnEnd | None
 
 
 @dataclasses.dataclass
@@ -42,7 +62,7 @@ class Trajectory:
   turns: list[Turn] = dataclasses.field(default_factory=list)
   calls: list[ToolCallRecord] = dataclasses.field(default_factory=list)
   outcome: float = 0.0
-  finish: str = ""  # env | no_tool_call | max_turns | context | truncated | policy_error
+  finish: EpisodeEnd | None = None  # set when the episode has ended
   preference: dict[str, Any] | None = None
   policy_versions: list[int] = dataclasses.field(default_factory=list)
   faults: dict[str, int] = dataclasses.field(default_factory=dict)  # kind -> count
@@ -78,6 +98,8 @@ class Trajectory:
   @classmethod
   def from_dict(cls, data: dict[str, Any]) -> "Trajectory":
     data = {k: v for k, v in data.items() if k not in ("cost_usd", "latency_s", "tool_counts")}
-    data["turns"] = [Turn(**t) for t in data.get("turns", [])]
+    data["turns"] = [Turn(**{**t, "finish_reason": t["finish_reason"] and TurnEnd(t["finish_reason"])})
+                     for t in data.get("turns", [])]
     data["calls"] = [ToolCallRecord(**c) for c in data.get("calls", [])]
+    data["finish"] = data.get("finish") and EpisodeEnd(data["finish"])
     return cls(**data)

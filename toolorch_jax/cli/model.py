@@ -1,12 +1,12 @@
-"""The `toolorch` command: one entry point, a subcommand per job."""
+"""`toolorch plan` (per-device memory of a training step) and `toolorch convert` (weights between
+Hugging Face and orbax)."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
-from typing import Sequence
 
+from toolorch_jax.cli.overrides import add_overrides
 from toolorch_jax.config import ConfigError
 
 
@@ -41,17 +41,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_convert(args: argparse.Namespace) -> int:
   from toolorch_jax import checkpoint
-  from toolorch_jax.model import load_hf, save_hf
+  from toolorch_jax.model import save_hf
 
-  if checkpoint.is_model_checkpoint(args.src):
-    model, config = checkpoint.load_model(args.src, dtype=args.dtype)
-    source = "orbax"
-  elif os.path.isfile(os.path.join(args.src, "config.json")):
-    model, config = load_hf(args.src, dtype=args.dtype or "float32")
-    source = "hf"
-  else:
-    raise ConfigError(f"{args.src}: neither a Hugging Face directory (config.json) nor a"
-                      f" toolorch checkpoint ({checkpoint.CONFIG_FILE})")
+  source = checkpoint.weights_format(args.src)
+  model, config = checkpoint.load_pretrained(args.src, dtype=args.dtype)
   if args.to == "hf":
     save_hf(model, config, args.dst)
   else:
@@ -61,12 +54,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
   return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-  parser = argparse.ArgumentParser(
-      prog="toolorch", description="Train and serve tool-orchestration policies in JAX.")
-  sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-  plan = sub.add_parser(
+def add_parsers(subparsers) -> None:
+  plan = subparsers.add_parser(
       "plan", help="per-device memory of a training step, compiled on fake devices",
       description="Compile one AdamW training step for a model preset on a mesh of fake CPU devices"
       " (no weights are materialised) and print per-device bytes for parameters, optimizer state,"
@@ -77,10 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
   plan.add_argument("--batch", type=int, default=0,
                     help="global batch in sequences (default: one per data*fsdp shard)")
   plan.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence")
-  plan.add_argument("overrides", nargs="*", help="model config overrides, e.g. remat=none")
+  add_overrides(plan, "model config", "remat=none")
   plan.set_defaults(func=cmd_plan)
 
-  convert = sub.add_parser(
+  convert = subparsers.add_parser(
       "convert", help="convert weights between Hugging Face and orbax checkpoints",
       description="Convert a Hugging Face Qwen3 directory or a toolorch orbax checkpoint (format"
       " detected from SRC) into the format given by --to, optionally casting the dtype.")
@@ -90,28 +79,3 @@ def build_parser() -> argparse.ArgumentParser:
   convert.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
                        help="cast the weights (default: keep)")
   convert.set_defaults(func=cmd_convert)
-
-  from toolorch_jax.agent import cli as agent_cli
-  from toolorch_jax.rl import cli as rl_cli
-  from toolorch_jax.serving import cli as serving_cli
-  from toolorch_jax.tokenizer import cli as tokenizer_cli
-  from toolorch_jax.tools import cli as tools_cli
-  agent_cli.add_parser(sub)
-  rl_cli.add_parser(sub)
-  serving_cli.add_parser(sub)
-  tokenizer_cli.add_parser(sub)
-  tools_cli.add_parser(sub)
-  return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-  args = build_parser().parse_args(argv)
-  try:
-    return args.func(args)
-  except (ConfigError, FileNotFoundError, RuntimeError, ImportError) as err:
-    print(f"toolorch {args.command}: error: {err}", file=sys.stderr)
-    return 2
-
-
-if __name__ == "__main__":
-  sys.exit(main())

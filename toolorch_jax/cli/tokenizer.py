@@ -1,41 +1,23 @@
-"""`toolorch tokenizer ...`: train a SentencePiece tokenizer, inspect any tokenizer."""
+"""`toolorch tokenizer train|encode`: train a SentencePiece tokenizer, inspect any tokenizer."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
-from typing import Iterator
 
 from toolorch_jax.config import ConfigError
 
-
-def read_corpus(path: Path, field: str) -> Iterator[str]:
-  """Lines of a text file, or the `field` of each record of a .jsonl file."""
-  if not path.is_file():
-    raise ConfigError(f"--corpus: file not found: {path}")
-  with path.open(encoding="utf-8") as lines:
-    for number, line in enumerate(lines, start=1):
-      if not line.strip():
-        continue
-      if path.suffix != ".jsonl":
-        yield line.rstrip("\n")
-        continue
-      try:
-        record = json.loads(line)
-      except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}:{number}: not valid JSON: {err}") from None
-      if not isinstance(record, dict) or not isinstance(record.get(field), str):
-        raise ConfigError(f"{path}:{number}: no string field '{field}' (choose one with --field)")
-      yield record[field]
+MIN_VOCAB = 64  # the chat and tool tokens, bytes and a few merges
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+  from toolorch_jax.data.jsonl import read_texts
   from toolorch_jax.tokenizer import load_tokenizer, train_sentencepiece
 
-  if args.vocab_size < 64:
-    raise ConfigError(f"--vocab-size must be at least 64, got {args.vocab_size}")
-  path = train_sentencepiece(read_corpus(Path(args.corpus), args.field), args.vocab_size, args.out)
+  if args.vocab_size < MIN_VOCAB:
+    raise ConfigError(f"--vocab-size must be at least {MIN_VOCAB}, got {args.vocab_size}")
+  path = train_sentencepiece(read_texts(args.corpus, args.field, "--corpus"), args.vocab_size,
+                             args.out)
   tokenizer = load_tokenizer(path)
   print(f"wrote {path}: {tokenizer.vocab_size} pieces; chat tokens {tokenizer.special_ids()}")
   return 0
@@ -50,7 +32,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
   return 0
 
 
-def add_parser(subparsers) -> None:
+def add_parsers(subparsers) -> None:
   parser = subparsers.add_parser("tokenizer", help="train or inspect tokenizers",
                                  description="Train a SentencePiece tokenizer with Qwen3's chat and"
                                  " tool tokens, or encode text with any tokenizer.")

@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from tests.agent.scripted_env import KeyValueEnv
-from toolorch_jax.agent import LoopConfig, ScriptedPolicy, Trajectory, run_episode, run_groups
-from toolorch_jax.agent.policy import encode_assistant
+from tests.rollout.scripted_env import KeyValueEnv
+from toolorch_jax.rollout import EpisodeConfig, ScriptedPolicy, Trajectory, run_episode, run_groups
+from toolorch_jax.rollout.policy import encode_assistant
 from toolorch_jax.datadir import data_path
 from toolorch_jax.tokenizer import load_tokenizer, render_chat
 
@@ -32,7 +32,7 @@ def test_turns_ids_masks_and_costs(qwen):
   env = KeyValueEnv()
   task = env.tasks()[0]
   policy = ScriptedPolicy(qwen, two_step_script)
-  trajectory = asyncio.run(run_episode(policy, env.start(task), qwen, LoopConfig(), group_id=4))
+  trajectory = asyncio.run(run_episode(policy, env.start(task), qwen, EpisodeConfig(), group_id=4))
   assert trajectory.finish == "env" and trajectory.outcome == 1.0 and trajectory.group_id == 4
   assert [len(t.observations) for t in trajectory.turns] == [2, 1]
   assert [(c.turn, c.name, c.result) for c in trajectory.calls] == [
@@ -57,7 +57,7 @@ def test_turns_ids_masks_and_costs(qwen):
 def test_groups_share_ids_and_run_concurrently(qwen):
   env = KeyValueEnv(delay_s=0.3)
   policy = ScriptedPolicy(qwen, two_step_script)
-  trajectories = asyncio.run(run_groups(env, policy, env.tasks(), 4, qwen, LoopConfig(), first_group_id=10))
+  trajectories = asyncio.run(run_groups(env, policy, env.tasks(), 4, qwen, EpisodeConfig(), first_group_id=10))
   assert [t.group_id for t in trajectories] == [10] * 4 + [11] * 4
   assert len({t.episode_id for t in trajectories}) == 8
   # 8 episodes x 2 lookups of 0.3 s each ran at once, not one after another (2 x 0.3 s per episode).
@@ -73,7 +73,7 @@ def test_malformed_calls_and_unknown_tools_are_observations(qwen):
       '<tool_call>\n{"name": "answer", "arguments": {"text": "Paris"}}\n</tool_call>',
   ])
   policy = ScriptedPolicy(qwen, lambda m, t: {"role": "assistant", "content": next(turns)})
-  trajectory = asyncio.run(run_episode(policy, env.start(env.tasks()[0]), qwen, LoopConfig()))
+  trajectory = asyncio.run(run_episode(policy, env.start(env.tasks()[0]), qwen, EpisodeConfig()))
   assert trajectory.outcome == 1.0
   assert trajectory.faults == {"parse_malformed_json": 1, "parse_unknown_tool": 1, "tool_error": 1}
   shown = [t.observations[0] for t in trajectory.turns[:3]]
@@ -87,19 +87,19 @@ def test_limits_end_episodes(qwen):
   loop = lambda m, t: {"role": "assistant", "content": "",
                        "tool_calls": [{"name": "lookup", "arguments": {"key": "capital_jp"}}]}
   policy = ScriptedPolicy(qwen, loop)
-  by_turns = asyncio.run(run_episode(policy, env.start(env.tasks()[1]), qwen, LoopConfig(max_turns=3)))
+  by_turns = asyncio.run(run_episode(policy, env.start(env.tasks()[1]), qwen, EpisodeConfig(max_turns=3)))
   assert by_turns.finish == "max_turns" and len(by_turns.turns) == 3 and by_turns.outcome == 0.0
   by_context = asyncio.run(run_episode(policy, env.start(env.tasks()[1]), qwen,
-                                       LoopConfig(max_context=by_turns.prompt_length + 60)))
+                                       EpisodeConfig(max_context=by_turns.prompt_length + 60)))
   assert by_context.finish in ("context", "truncated") and len(by_context.token_ids) <= by_turns.prompt_length + 60
   text_only = ScriptedPolicy(qwen, lambda m, t: {"role": "assistant", "content": "Paris"})
-  answered = asyncio.run(run_episode(text_only, env.start(env.tasks()[0]), qwen, LoopConfig()))
+  answered = asyncio.run(run_episode(text_only, env.start(env.tasks()[0]), qwen, EpisodeConfig()))
   assert answered.finish == "no_tool_call" and answered.outcome == 0.0  # this env needs `answer`
 
 
 def test_trajectory_round_trips_through_json(qwen):
   env = KeyValueEnv()
   trajectory = asyncio.run(run_episode(ScriptedPolicy(qwen, two_step_script), env.start(env.tasks()[0]),
-                                       qwen, LoopConfig()))
+                                       qwen, EpisodeConfig()))
   again = Trajectory.from_dict(json.loads(trajectory.to_json()))
   assert again == trajectory

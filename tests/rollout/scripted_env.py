@@ -2,7 +2,8 @@
 
 import asyncio
 
-from toolorch_jax.envs.base import EnvEpisode, Environment, Preference, Task
+from toolorch_jax.data import Preference, Task
+from toolorch_jax.envs import Environment, Episode
 from toolorch_jax.tools.base import Tool, ToolContext, ToolError, ToolResult
 from toolorch_jax.tools.pricing import Price
 
@@ -24,7 +25,7 @@ class Lookup(Tool):
     return ToolResult(text=FACTS[arguments["key"]], cost_usd=self.price.per_call)
 
 
-class KeyValueEpisode(EnvEpisode):
+class KeyValueEpisode(Episode):
   def __init__(self, task: Task, lookup: Tool):
     super().__init__(task)
     self.lookup = lookup

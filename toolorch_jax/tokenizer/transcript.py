@@ -1,4 +1,5 @@
-"""Append-only token ids of an episode: what the policy saw and produced, never re-tokenised.
+"""An episode's transcript: the append-only token ids the policy saw and produced, never
+re-tokenised.
 
 An episode starts from the rendered prompt; the policy's generated ids are appended exactly as
 sampled (loss mask 1); tool responses and the next generation prompt are rendered as a suffix and
@@ -26,7 +27,7 @@ from toolorch_jax.tokenizer.chat_template import (IM_END, IM_START, generation_p
 
 
 @dataclasses.dataclass
-class ChatEpisode:
+class Transcript:
   tokenizer: Tokenizer
   enable_thinking: bool = True
   ids: list[int] = dataclasses.field(default_factory=list)
@@ -34,12 +35,12 @@ class ChatEpisode:
 
   @classmethod
   def start(cls, tokenizer: Tokenizer, messages: Sequence[Mapping[str, Any]],
-            tools: Sequence[Mapping] | None = None, enable_thinking: bool = True) -> "ChatEpisode":
+            tools: Sequence[Mapping] | None = None, enable_thinking: bool = True) -> "Transcript":
     """The prompt: rendered messages plus the assistant generation prompt."""
-    episode = cls(tokenizer, enable_thinking)
+    transcript = cls(tokenizer, enable_thinking)
     text = render_chat(messages, tools, add_generation_prompt=True, enable_thinking=enable_thinking)
-    episode._append(tokenizer.encode(text), policy=False)
-    return episode
+    transcript._append(tokenizer.encode(text), policy=False)
+    return transcript
 
   def _append(self, ids: Sequence[int], policy: bool) -> None:
     self.ids.extend(int(i) for i in ids)
@@ -61,7 +62,7 @@ class ChatEpisode:
   def _append_turn(self, turn: str) -> None:
     if not self.turn_closed:
       raise ValueError("the assistant turn is not closed with <|im_end|> (generation was cut off);"
-                       " the episode cannot continue")
+                       " the transcript cannot continue")
     self._append(self.tokenizer.encode("\n" + turn + generation_prompt(self.enable_thinking)),
                  policy=False)
 

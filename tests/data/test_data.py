@@ -1,12 +1,12 @@
-"""TaskStream (determinism, per-epoch reshuffle, exact resume) and jsonl task files."""
+"""TaskStream (determinism, per-epoch reshuffle, exact resume), jsonl task files and corpora."""
 
 import json
 
 import pytest
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.data import TaskStream, read_task_file
-from toolorch_jax.envs.base import Task
+from toolorch_jax.data import TaskFile, TaskStream, read_task_file, read_texts
+from toolorch_jax.data import Task
 
 TASKS = [Task(f"t{i}", f"question {i}", i) for i in range(10)]
 
@@ -66,18 +66,26 @@ def write(tmp_path, *lines):
 
 def test_read_task_file(tmp_path):
   path = write(tmp_path, json.dumps({"q": "What is 2+2?", "a": 4, "id": 17, "level": "easy"}), "",
-               json.dumps({"q": "Capital of Italy?", "a": ["Rome"], "id": "x"}))
-  tasks = read_task_file(path, "q", "a", id_field="id")
+               json.dumps({"q": "Capital of Italy?", "a": "Rome", "id": "x"}))
+  tasks = read_task_file(TaskFile(path, id_field="id", question_field="q", answer_field="a"), "key")
   assert [(t.task_id, t.prompt, t.answer, t.metadata) for t in tasks] == [
-      ("17", "What is 2+2?", 4, {"level": "easy"}), ("x", "Capital of Italy?", ["Rome"], {})]
-  assert [t.task_id for t in read_task_file(path, "q", "a")] == ["tasks-0", "tasks-1"]
+      ("17", "What is 2+2?", "4", {"level": "easy"}), ("x", "Capital of Italy?", "Rome", {})]
+  by_index = read_task_file(TaskFile(path, id_field="", question_field="q", answer_field="a"), "key")
+  assert [t.task_id for t in by_index] == ["tasks-0", "tasks-1"]
+
+
+def test_answer_marker_keeps_the_solution(tmp_path):
+  path = write(tmp_path, json.dumps({"question": "3 * 6?", "answer": "3 * 6 = 18\n#### 18"}))
+  (task,) = read_task_file(TaskFile(path, name="g", id_field="", answer_marker="####"), "key")
+  assert (task.task_id, task.answer, task.metadata) == ("g-0", "18", {"solution": "3 * 6 = 18\n#### 18"})
 
 
 @pytest.mark.parametrize("second_line,message", [
     ('{"q": "b", "a": 1', r"tasks.jsonl:2: not valid JSON"),
     ('["q", "a"]', r"tasks.jsonl:2: expected a JSON object, got list"),
-    ('{"q": "b"}', r"tasks.jsonl:2: missing field 'a'"),
-    ('{"q": 3, "a": 1, "id": "y"}', r"tasks.jsonl:2: field 'q' must be a non-empty string \(got 3\)"),
+    ('{"q": "b", "id": "y"}', r"tasks.jsonl:2: field 'a' must be a non-empty string \(missing\)"),
+    ('{"q": ["b"], "a": 1, "id": "y"}',
+     r"tasks.jsonl:2: field 'q' must be a non-empty string \(got \['b'\]\)"),
     ('{"a": 1, "id": "y"}', r"tasks.jsonl:2: field 'q' must be a non-empty string \(missing\)"),
     ('{"q": "b", "a": 1}', r"tasks.jsonl:2: field 'id' must be a non-empty string \(missing\)"),
     ('{"q": "b", "a": 1, "id": "x"}', r"tasks.jsonl:2: duplicate id 'x' \(first at .*tasks.jsonl:1\)"),
@@ -85,11 +93,21 @@ def test_read_task_file(tmp_path):
 def test_bad_lines_name_the_line_and_field(tmp_path, second_line, message):
   path = write(tmp_path, '{"q": "a", "a": 0, "id": "x"}', second_line)
   with pytest.raises(ConfigError, match=message):
-    read_task_file(path, "q", "a", id_field="id")
+    read_task_file(TaskFile(path, question_field="q", answer_field="a"), "key")
 
 
 def test_missing_and_empty_files(tmp_path):
-  with pytest.raises(ConfigError, match="task file not found: .*nope.jsonl"):
-    read_task_file(str(tmp_path / "nope.jsonl"), "q", "a")
-  with pytest.raises(ConfigError, match="no tasks"):
-    read_task_file(write(tmp_path, ""), "q", "a")
+  with pytest.raises(ConfigError, match="settings.tasks: file not found: .*nope.jsonl"):
+    read_task_file(TaskFile(str(tmp_path / "nope.jsonl")), "settings.tasks")
+  with pytest.raises(ConfigError, match="settings.tasks: .* holds no tasks"):
+    read_task_file(TaskFile(write(tmp_path, "")), "settings.tasks")
+
+
+def test_read_texts(tmp_path):
+  lines = tmp_path / "corpus.txt"
+  lines.write_text("one\n\ntwo\n")
+  assert list(read_texts(lines, "text")) == ["one", "two"]
+  records = tmp_path / "corpus.jsonl"
+  records.write_text('{"text": "a"}\n{"body": "b"}\n')
+  with pytest.raises(ConfigError, match="corpus.jsonl:2: no string field 'text'"):
+    list(read_texts(records, "text"))

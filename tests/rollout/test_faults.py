@@ -8,9 +8,10 @@ import threading
 import httpx
 import pytest
 
-from toolorch_jax.agent import LoopConfig, ScriptedPolicy, run_groups
+from toolorch_jax.rollout import EpisodeConfig, ScriptedPolicy, run_groups
 from toolorch_jax.datadir import data_path
-from toolorch_jax.envs.base import EnvEpisode, Environment, Task
+from toolorch_jax.data import Task
+from toolorch_jax.envs import Environment, Episode
 from toolorch_jax.tokenizer import load_tokenizer
 from toolorch_jax.tools.base import Limits, Tool, ToolError, ToolResult
 
@@ -61,7 +62,7 @@ class FaultTool(Tool):
     return ToolResult(text="x" * 1_000_000)  # huge_output
 
 
-class FaultEpisode(EnvEpisode):
+class FaultEpisode(Episode):
   def __init__(self, task, tools):
     super().__init__(task)
     self.tools = tools
@@ -107,7 +108,7 @@ def script(messages, tools):
 def test_thousand_episodes_with_faults_none_lost_all_counted(failing_url):
   tokenizer = load_tokenizer(data_path("qwen3"))
   env = FaultEnv(failing_url)
-  config = LoopConfig(tool_timeout_s=60.0, concurrency=250, max_observation_chars=4096)
+  config = EpisodeConfig(tool_timeout_s=60.0, concurrency=250, max_observation_chars=4096)
   trajectories = asyncio.run(run_groups(env, ScriptedPolicy(tokenizer, script), env.tasks(), 1,
                                         tokenizer, config))
   assert len(trajectories) == EPISODES

@@ -1,0 +1,35 @@
+"""The `toolorch` command: a subcommand per job, each in its module of this package.
+
+Subcommand modules only turn flags and `key=value` overrides into the library's configs and call
+it; defaults come from those configs. Errors a user can fix (a bad key, a missing file, a missing
+extra) print one line naming the problem and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from toolorch_jax.cli import evaluate, model, serve, tokenizer, tools, train
+from toolorch_jax.config import ConfigError
+
+SUBCOMMANDS = (train, evaluate, serve, model, tools, tokenizer)
+
+
+def build_parser() -> argparse.ArgumentParser:
+  parser = argparse.ArgumentParser(
+      prog="toolorch", description="Train and serve tool-orchestration policies in JAX.")
+  sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+  for module in SUBCOMMANDS:
+    module.add_parsers(sub)
+  return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  args = build_parser().parse_args(argv)
+  try:
+    return args.func(args)
+  except (ConfigError, FileNotFoundError, RuntimeError, ImportError) as err:
+    print(f"toolorch {args.command}: error: {err}", file=sys.stderr)
+    return 2

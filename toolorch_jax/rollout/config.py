@@ -1,0 +1,45 @@
+"""The rollout settings, declared once: the episode knobs (shared by training, evaluation and
+`toolorch eval`), and what a training run adds (sampling, engine slots, group size, split)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from toolorch_jax.config import ConfigError
+
+
+@dataclasses.dataclass
+class EpisodeConfig:
+  """How one episode is played."""
+
+  max_turns: int = 30  # ToolOrchestra's default
+  max_context: int = 8192  # tokens per episode, prompt included
+  max_new_tokens: int = 1024  # per assistant turn
+  enable_thinking: bool = True
+  tool_timeout_s: float = 120.0
+  max_observation_chars: int = 20_000  # longer tool results are cut (and counted as a fault)
+  concurrency: int = 64  # episodes in flight
+
+  def __post_init__(self):
+    for name in ("max_turns", "max_context", "max_new_tokens", "max_observation_chars",
+                 "concurrency"):
+      if getattr(self, name) < 1:
+        raise ConfigError(f"rollout.{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclasses.dataclass
+class RolloutConfig(EpisodeConfig):
+  """Episodes as a training run plays them: sampled on the in-process engine, in groups."""
+
+  group_size: int = 8  # ToolOrchestra: 8 episodes per task
+  tasks_per_step: int = 16  # ToolOrchestra: 16 tasks per step
+  temperature: float = 1.0
+  top_p: float = 1.0
+  slots: int = 32  # engine decode slots
+  split: str = "train"
+
+  def __post_init__(self):
+    super().__post_init__()
+    for name in ("group_size", "tasks_per_step", "slots"):
+      if getattr(self, name) < 1:
+        raise ConfigError(f"rollout.{name} must be >= 1, got {getattr(self, name)}")
