@@ -1,4 +1,4 @@
-"""How well the episode loop overlaps tool latency with decoding (issue 6 benchmark; not a test).
+"""How well the episode loop overlaps tool latency with decoding (a benchmark, not a test).
 
 256 episodes on the tiny model through the in-process JetStream engine. Each turn the policy
 really decodes (`--decode-tokens` tokens on the engine) and then makes one scripted tool call

@@ -1,4 +1,4 @@
-"""Train-step tokens/s on CPU: ours beside Tunix's Qwen3 and transformers' Qwen3 (issue 7; not a test).
+"""Train-step tokens/s on CPU: ours beside Tunix's Qwen3 and transformers' Qwen3 (not a test).
 
 Same random weights (saved with `save_hf`, loaded by all three), the same batch of random token
 ids (B sequences of T tokens), next-token cross-entropy on every token, one AdamW update per step

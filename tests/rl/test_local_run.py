@@ -33,6 +33,9 @@ def test_short_local_run_writes_the_report(tmp_path):
     assert set(baselines[name]) == {"accuracy", "mean_cost_usd"}
   assert baselines["always_strong"]["mean_cost_usd"] > 10 * baselines["always_weak"]["mean_cost_usd"]
   assert saved["wall_seconds"] > 0 and saved["peak_memory_mib"] > 0
+  assert set(saved["targets"]) == {"reward_improved", "cost_first_spends_40pct_less",
+                                   "above_random_mixing/accuracy first",
+                                   "above_random_mixing/cost first"}
   assert "| after | cost first |" in (tmp_path / "report.md").read_text()
   for picture in ("reward_curve.png", "accuracy_vs_cost.png"):
     assert (tmp_path / picture).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -30,6 +30,10 @@ def checked(path, *overrides):
     (LOCAL, ["report.targets=[{name: r, profile: 'speed first'}]"],
      "report.targets[0]: no profile 'speed first' in environment 'routing' (profiles: accuracy"
      " first, cost first)"),
+    (TAU2, ["rollout.split=train"],
+     "rollout.split: unknown split 'train' of τ² domain 'mock'; splits: ['base']"),
+    (LOCAL, ["report.split=dev"],
+     "report.split: unknown split 'dev' of the routing environment; splits: train, test"),
     (TAU2, ["report.targets=[{name: r, against: 'profile:cost first'}]"],
      "report.targets[0]: no profile 'cost first' in environment 'tau2' (profiles: all tasks)"),
 ])

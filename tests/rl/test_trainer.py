@@ -1,6 +1,7 @@
 """`toolorch train` on the tiny model with a scripted environment: it learns, logs, checkpoints,
 and a run killed with SIGKILL resumes to bit-identical parameters."""
 
+import contextlib
 import json
 import os
 import signal
@@ -53,7 +54,7 @@ def test_a_few_steps_learn_log_and_checkpoint(run_yaml, tmp_path):
   config = load_config(RunConfig, run_yaml)
   trainer = Trainer(config, tmp_path)
   before = [np.asarray(x).copy() for x in jax.tree.leaves(trainer.learner.params)]
-  with start_rollout(config, trainer) as rollout:
+  with contextlib.closing(start_rollout(config, trainer)) as rollout:
     trainer.run(rollout)
     assert rollout.engine.version == 3  # the rollout serves the last update
   after = [np.asarray(x) for x in jax.tree.leaves(trainer.learner.params)]

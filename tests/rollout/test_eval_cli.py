@@ -24,3 +24,6 @@ def test_eval_errors_name_the_problem(tmp_path, capsys):
   assert "unknown split 'nope'" in capsys.readouterr().err
   assert cli.main(["eval", "--env", "tau2_mock", "--policy", "ftp://x", "--out", str(tmp_path)]) == 2
   assert cli.main(["eval", "--env", "no_such_env", "--policy", "gold", "--out", str(tmp_path)]) == 2
+  assert cli.main(["eval", "--env", "frames_orchestra", "--policy", "gold", "--out",
+                   str(tmp_path)]) == 2
+  assert "--policy gold: environment 'qa' has no gold_script" in capsys.readouterr().err

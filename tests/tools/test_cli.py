@@ -50,5 +50,8 @@ def test_call_errors(capsys):
   code, out, _ = run(capsys, "call", "python", "--args", '{"code": "import time; time.sleep(5)"}',
                      "--timeout", "0.5")
   assert code == 1 and json.loads(out)["error"] == "timed out after 0.5 s (caller's deadline)"
+  code, out, _ = run(capsys, "call", "python", "--args", '{"code": "import time; time.sleep(5)"}',
+                     "tools.python.settings.timeout_s=0.5")  # the override syntax of every command
+  assert code == 1 and "0.5" in json.loads(out)["error"]
   code, _, err = run(capsys, "list", "--config", "nope")
   assert code == 2 and err.startswith("toolorch tools: error: unknown tool set 'nope'")

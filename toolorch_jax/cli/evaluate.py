@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from toolorch_jax.cli.overrides import add_overrides
+from toolorch_jax.cli.parsers import add_command, add_overrides
 from toolorch_jax.config import ConfigError
 from toolorch_jax.rollout.config import EpisodeConfig
 
@@ -13,6 +13,9 @@ GREEDY = 0.0  # evaluation decodes greedily unless asked to sample
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+  """Play each task of an environment once with a policy and write DIR/results.jsonl (one line
+  per task), DIR/trajectories.jsonl and DIR/summary.json (success rate, cost, latency, tool mix).
+  The data directory comes from $TOOLORCH_DATA_DIR when set."""
   from toolorch_jax.envs import load_env
   from toolorch_jax.rollout.config import RolloutConfig
   from toolorch_jax.rollout.evaluate import evaluate
@@ -32,11 +35,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def add_parsers(subparsers) -> None:
-  parser = subparsers.add_parser(
-      "eval", help="evaluate a policy on an environment's tasks",
-      description="Play each task of an environment once with a policy and write DIR/results.jsonl"
-      " (one line per task), DIR/trajectories.jsonl and DIR/summary.json (success rate, cost,"
-      " latency, tool mix). The data directory comes from $TOOLORCH_DATA_DIR when set.")
+  parser = add_command(subparsers, "eval", cmd_eval, "evaluate a policy on an environment's tasks")
   parser.add_argument("--env", required=True, help="environment preset in configs/envs/ or a YAML file")
   parser.add_argument("--policy", required=True,
                       help="gold (replay the tasks' gold solutions), hf:DIR, checkpoint:DIR, or the"
@@ -57,4 +56,3 @@ def add_parsers(subparsers) -> None:
   parser.add_argument("--concurrency", type=int, default=EpisodeConfig.concurrency,
                       help="episodes in flight (and engine slots for a model policy)")
   add_overrides(parser, "environment config", "settings.split=test")
-  parser.set_defaults(func=cmd_eval)

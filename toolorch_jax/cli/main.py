@@ -26,8 +26,21 @@ def build_parser() -> argparse.ArgumentParser:
   return parser
 
 
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+  """The command line; `key=value` words count as overrides wherever they stand after the
+  command (argparse alone takes them only before a command's options)."""
+  parser = build_parser()
+  args, rest = parser.parse_known_args(argv)
+  stray = [word for word in rest if word.startswith("-") or "=" not in word]
+  if stray or (rest and not hasattr(args, "overrides")):
+    parser.error(f"unrecognized arguments: {' '.join(stray or rest)}")
+  if rest:
+    args.overrides = [*args.overrides, *rest]
+  return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-  args = build_parser().parse_args(argv)
+  args = parse(argv)
   try:
     return args.func(args)
   except (ConfigError, FileNotFoundError, RuntimeError, ImportError) as err:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from toolorch_jax.cli.overrides import add_overrides
+from toolorch_jax.cli.parsers import add_command, add_overrides
 from toolorch_jax.config import ConfigError
 
 
@@ -22,6 +22,9 @@ def _force_fake_devices(count: int) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+  """Compile one AdamW training step for a model preset on a mesh of fake CPU devices (no weights
+  are materialised) and print per-device bytes for parameters, optimizer state, gradients and
+  activations from XLA's memory analysis, and whether it fits."""
   from toolorch_jax.model.sharding import MeshConfig
 
   mesh = MeshConfig.parse(args.mesh)
@@ -40,6 +43,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+  """Convert a Hugging Face Qwen3 directory or a toolorch orbax checkpoint (format detected from
+  SRC) into the format given by --to, optionally casting the dtype."""
   from toolorch_jax import checkpoint
   from toolorch_jax.model import save_hf
 
@@ -55,11 +60,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def add_parsers(subparsers) -> None:
-  plan = subparsers.add_parser(
-      "plan", help="per-device memory of a training step, compiled on fake devices",
-      description="Compile one AdamW training step for a model preset on a mesh of fake CPU devices"
-      " (no weights are materialised) and print per-device bytes for parameters, optimizer state,"
-      " gradients and activations from XLA's memory analysis, and whether it fits.")
+  plan = add_command(subparsers, "plan", cmd_plan,
+                     "per-device memory of a training step, compiled on fake devices")
   plan.add_argument("--model", default="qwen3-8b", help="preset name in configs/model/ or a YAML path")
   plan.add_argument("--mesh", default="fsdp=8", help="mesh axes, e.g. fsdp=8 or data=2,fsdp=4,tensor=2")
   plan.add_argument("--hbm-gib", type=float, default=80.0, help="memory per device in GiB")
@@ -67,15 +69,11 @@ def add_parsers(subparsers) -> None:
                     help="global batch in sequences (default: one per data*fsdp shard)")
   plan.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence")
   add_overrides(plan, "model config", "remat=none")
-  plan.set_defaults(func=cmd_plan)
 
-  convert = subparsers.add_parser(
-      "convert", help="convert weights between Hugging Face and orbax checkpoints",
-      description="Convert a Hugging Face Qwen3 directory or a toolorch orbax checkpoint (format"
-      " detected from SRC) into the format given by --to, optionally casting the dtype.")
+  convert = add_command(subparsers, "convert", cmd_convert,
+                        "convert weights between Hugging Face and orbax checkpoints")
   convert.add_argument("src", help="Hugging Face directory or toolorch checkpoint (local or gs://)")
   convert.add_argument("dst", help="output directory (local or gs://)")
   convert.add_argument("--to", choices=("hf", "orbax"), required=True, help="output format")
   convert.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
                        help="cast the weights (default: keep)")
-  convert.set_defaults(func=cmd_convert)

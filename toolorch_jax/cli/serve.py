@@ -5,11 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from toolorch_jax.cli.parsers import add_command
 from toolorch_jax.config import ConfigError
 from toolorch_jax.serving.engine_config import EngineConfig
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+  """Load a Hugging Face Qwen3 directory or a toolorch checkpoint and serve it with the JetStream
+  engine: an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/models, /health) and
+  optionally JetStream's gRPC server, on 127.0.0.1 unless --host says otherwise. Needs the 'serve'
+  extra."""
   from toolorch_jax.serving.loading import load_model_and_tokenizer
   from toolorch_jax.serving.server import serve_model
 
@@ -25,12 +30,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def add_parsers(subparsers) -> None:
-  serve = subparsers.add_parser(
-      "serve", help="serve a model over OpenAI-compatible HTTP and JetStream gRPC",
-      description="Load a Hugging Face Qwen3 directory or a toolorch checkpoint and serve it with"
-      " the JetStream engine: an OpenAI-compatible HTTP server (/v1/chat/completions, /v1/models,"
-      " /health) and optionally JetStream's gRPC server, on 127.0.0.1 unless --host says otherwise."
-      " Needs the 'serve' extra.")
+  serve = add_command(subparsers, "serve", cmd_serve,
+                      "serve a model over OpenAI-compatible HTTP and JetStream gRPC")
   serve.add_argument("--hf-dir", help="Hugging Face model directory (config.json + safetensors)")
   serve.add_argument("--checkpoint", help="toolorch orbax checkpoint directory")
   serve.add_argument("--tokenizer", help="tokenizer path (default: the model directory)")
@@ -45,4 +46,3 @@ def add_parsers(subparsers) -> None:
                      help="longest prompt, in tokens")
   serve.add_argument("--max-cache-length", type=int, default=EngineConfig.max_cache_length,
                      help="prompt + generated tokens per sequence")
-  serve.set_defaults(func=cmd_serve)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import json
 
+from toolorch_jax.cli.parsers import add_command, add_group
 from toolorch_jax.config import ConfigError
 
 MIN_VOCAB = 64  # the chat and tool tokens, bytes and a few merges
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+  """Train a byte-fallback SentencePiece BPE whose chat and tool tokens (<|im_start|>,
+  <tool_call>, ...) are single pieces."""
   from toolorch_jax.data.jsonl import read_texts
   from toolorch_jax.tokenizer import load_tokenizer, train_sentencepiece
 
@@ -24,6 +27,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
+  """Encode TEXT with a tokenizer directory or .model file and print its ids and pieces."""
   from toolorch_jax.tokenizer import load_tokenizer
 
   tokenizer = load_tokenizer(args.tokenizer)
@@ -33,20 +37,12 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def add_parsers(subparsers) -> None:
-  parser = subparsers.add_parser("tokenizer", help="train or inspect tokenizers",
-                                 description="Train a SentencePiece tokenizer with Qwen3's chat and"
-                                 " tool tokens, or encode text with any tokenizer.")
-  sub = parser.add_subparsers(dest="tokenizer_command", required=True, metavar="ACTION")
-  train = sub.add_parser("train", help="train a SentencePiece tokenizer on a corpus",
-                         description="Train a byte-fallback SentencePiece BPE whose chat and tool"
-                         " tokens (<|im_start|>, <tool_call>, ...) are single pieces.")
+  actions = add_group(subparsers, "tokenizer", "train a SentencePiece tokenizer, or inspect any")
+  train = add_command(actions, "train", cmd_train, "train a SentencePiece tokenizer on a corpus")
   train.add_argument("--corpus", required=True, help="text file (one sentence a line) or .jsonl")
   train.add_argument("--field", default="text", help="field of each .jsonl record (default: text)")
   train.add_argument("--vocab-size", type=int, required=True, help="number of pieces")
   train.add_argument("--out", required=True, help="output directory for tokenizer.model")
-  train.set_defaults(func=cmd_train)
-  encode = sub.add_parser("encode", help="print the ids and pieces of a text",
-                          description="Encode TEXT with a tokenizer directory or .model file.")
+  encode = add_command(actions, "encode", cmd_encode, "print the ids and pieces of a text")
   encode.add_argument("tokenizer", help="tokenizer directory or SentencePiece .model file")
   encode.add_argument("text", help="text to encode")
-  encode.set_defaults(func=cmd_encode)

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import json
 
-from toolorch_jax.cli.overrides import add_overrides
+from toolorch_jax.cli.parsers import add_command, add_group, add_overrides
 from toolorch_jax.tools.registry import DEFAULT_TOOLSET
 
 
@@ -17,6 +17,8 @@ def _toolset(args: argparse.Namespace):
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+  """Print each tool of the set: price, concurrency group, description (as the policy sees it) and
+  arguments."""
   from toolorch_jax.tools.listing import describe_toolset
 
   toolset = _toolset(args)
@@ -25,6 +27,8 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_call(args: argparse.Namespace) -> int:
+  """Call tool NAME with --args and print the ToolResult (text, cost_usd, latency_s, error,
+  metadata) as JSON; exit status 1 when the result is an error."""
   from toolorch_jax.tools.base import ToolContext
 
   context = ToolContext(episode_id="cli", timeout_s=args.timeout)
@@ -34,25 +38,14 @@ def cmd_call(args: argparse.Namespace) -> int:
 
 
 def add_parsers(subparsers) -> None:
-  tools = subparsers.add_parser(
-      "tools", help="list the tools of a tool set, or call one by hand",
-      description="Inspect the tools a tool-set YAML declares (configs/tools/) and call one with"
-      " JSON arguments, the way the policy would.")
-  actions = tools.add_subparsers(dest="action", required=True, metavar="ACTION")
-  listing = actions.add_parser("list", help="the tools, their prices and arguments",
-                               description="Print each tool of the set: price, concurrency group,"
-                               " description (as the policy sees it) and arguments.")
+  actions = add_group(subparsers, "tools", "list the tools of a tool set, or call one by hand")
+  listing = add_command(actions, "list", cmd_list, "the tools, their prices and arguments")
   listing.add_argument("--schemas", action="store_true",
                        help="print the OpenAI-style function specs as JSON instead")
-  listing.set_defaults(func=cmd_list)
-  call = actions.add_parser("call", help="call one tool and print its ToolResult as JSON",
-                            description="Call tool NAME with --args and print the ToolResult"
-                            " (text, cost_usd, latency_s, error, metadata) as JSON; exit status 1"
-                            " when the result is an error.")
+  call = add_command(actions, "call", cmd_call, "call one tool and print its ToolResult as JSON")
   call.add_argument("name", help="tool name, as in `toolorch tools list`")
   call.add_argument("--args", default="{}", help="the arguments as a JSON object")
   call.add_argument("--timeout", type=float, default=None, help="deadline for the call in seconds")
-  call.set_defaults(func=cmd_call)
   for parser in (listing, call):
     parser.add_argument("--config", default=DEFAULT_TOOLSET,
                         help=f"tool set name in configs/tools/ or a YAML path (default: {DEFAULT_TOOLSET})")

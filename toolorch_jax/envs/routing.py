@@ -21,12 +21,12 @@ from toolorch_jax.envs.base import Environment, Episode, Script
 from toolorch_jax.envs.profiles import PreferenceDraw, ProfileConfig
 from toolorch_jax.tools.base import ToolCall, ToolContext, ToolResult
 from toolorch_jax.tools.pricing import estimate_tokens
-from toolorch_jax.tools.registry import load_toolset
+from toolorch_jax.tools.registry import DEFAULT_TOOLSET, load_toolset
 
 
 @dataclasses.dataclass
 class RoutingSettings:
-  toolset: str = "local"  # tool set holding the recorded expert
+  toolset: str = DEFAULT_TOOLSET  # tool set holding the recorded expert
   expert_tool: str = "answer"  # its name there
   test_fraction: float = 0.2  # share of tasks held out, by a hash of the task id
   limit: int = 0  # first N tasks of each split (0: all)

@@ -8,6 +8,7 @@ environment is checked first (`check_run`), before any stage spends time.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import time
@@ -27,12 +28,23 @@ from toolorch_jax.rollout.engine_rollout import Rollout
 from toolorch_jax.tokenizer import Tokenizer, load_tokenizer, render_chat, train_sentencepiece
 
 
+def _has_tasks(env: Environment, split: str, key: str) -> None:
+  try:
+    found = env.tasks(split)
+  except ConfigError as err:
+    raise ConfigError(f"{key}: {err}") from None
+  if not found:
+    raise ConfigError(f"{key}: environment '{env.name}' has no tasks in '{split}'")
+
+
 def check_run(config: RunConfig, env: Environment) -> None:
   """ConfigError naming the key when the config asks for something the environment lacks."""
+  _has_tasks(env, config.rollout.split, "rollout.split")
   if config.warmstart.demonstrations and not config.model.init_from:
     env.require(Ability.DEMONSTRATIONS, "warmstart.demonstrations")
   if not config.report.enabled:
     return
+  _has_tasks(env, config.report.split, "report.split")
   profiles = set(profile_names(env))
   for i, target in enumerate(config.report.targets):
     if target.baseline:
@@ -123,7 +135,7 @@ def run_training(config: RunConfig, workdir: str | Path) -> dict | None:
   # ----- GRPO, with the held-out evaluation before and after -------------------------------------
   trainer = Trainer(config, workdir, tokenizer, env)
   before_file = workdir / "eval_before.json"
-  with start_rollout(config, trainer) as rollout:
+  with contextlib.closing(start_rollout(config, trainer)) as rollout:
     if config.report.enabled and not before_file.is_file():
       before_file.write_text(json.dumps(evaluate_profiles(env, rollout, config), indent=2))
     trainer.run(rollout)

@@ -67,11 +67,5 @@ class Rollout:
     self.engine.update_params(params, version)
 
   def close(self) -> None:
-    """Stops the driver's threads."""
+    """Stops the driver's threads (`contextlib.closing(rollout)` does it for a block)."""
     self.driver.stop()
-
-  def __enter__(self) -> "Rollout":
-    return self
-
-  def __exit__(self, *exc) -> None:
-    self.close()

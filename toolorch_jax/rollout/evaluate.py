@@ -8,6 +8,7 @@ OpenAI-compatible endpoint.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Sequence
 
 from toolorch_jax import checkpoint
@@ -46,5 +47,5 @@ def evaluate(env: Environment, tasks: Sequence[Task], policy: str, config: Rollo
   from toolorch_jax.serving.loading import load_model_and_tokenizer
 
   model, tokenizer = load_model_and_tokenizer(path, tokenizer_path)
-  with Rollout(model, tokenizer, config) as rollout:
+  with contextlib.closing(Rollout(model, tokenizer, config)) as rollout:
     return rollout.play(env, tasks, 1)
