@@ -7,7 +7,8 @@ pytest.importorskip("jetstream", reason="the training pipeline needs the 'serve'
 from toolorch_jax.config import ConfigError, config_dir, load_config  # noqa: E402
 from toolorch_jax.envs import build_env  # noqa: E402
 from toolorch_jax.rl.config import RunConfig  # noqa: E402
-from toolorch_jax.rl.pipeline import check_run, tokenizer_corpus  # noqa: E402
+from toolorch_jax.rl.checks import check_run  # noqa: E402
+from toolorch_jax.rl.tokenizer_stage import tokenizer_corpus  # noqa: E402
 from toolorch_jax.tokenizer import render_chat  # noqa: E402
 
 LOCAL = config_dir() / "local.yaml"
@@ -55,16 +56,16 @@ def test_the_shipped_runs_pass_their_checks():
   checked(TAU2)
 
 
-def test_tokenizer_corpus_holds_prompts_demonstrations_and_answers():
+def test_tokenizer_corpus_holds_prompts_answers_and_what_demonstrations_add():
   config = load_config(RunConfig, LOCAL)
   env = build_env(config.env)
   demos = env.demonstrations(env.tasks("train"), 40, seed=0)
   corpus = tokenizer_corpus(config, env, demos)
   task = env.tasks("test")[0]
   episode = env.start(task)  # the prompt rendered as the policy reads it, tools included
-  assert render_chat(episode.messages(), episode.tool_schemas(), add_generation_prompt=True,
-                     enable_thinking=config.rollout.enable_thinking) in corpus
-  assert env.response(task, "answer-1") in corpus and env.response(task, "answer-2") in corpus
-  rendered = "\n".join(corpus)
-  assert "Priority: accuracy first." in rendered and "Priority: cost first." in rendered
-  assert '<tool_call>\n{"name": "consult", "arguments": {"model": "answer-1"}}' in rendered
+  assert render_chat(episode.messages(), episode.tool_schemas(), add_generation_prompt=True) in corpus
+  assert len(corpus) == 1319 * 3 + 2 + 5  # prompts, two answers each, then what demos add:
+  assert {"Priority: accuracy first.", "Priority: cost first.",  # the priority lines and calls
+          '<tool_call>\n{"name": "accept", "arguments": {}}\n</tool_call>'} <= set(corpus[-7:])
+  shown = next(m["content"] for d in demos for m in d["messages"] if m["role"] == "tool")
+  assert corpus.count(shown) == 1  # a consulted answer in a demonstration is not counted twice

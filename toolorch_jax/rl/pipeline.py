@@ -3,7 +3,7 @@
 Each stage is skipped when its config asks for nothing, and resumes from what a previous run in
 the same workdir left (a trained tokenizer, a warm-start model, the "before" evaluation, RL
 checkpoints), so running the command again continues the run. What the config asks of the
-environment is checked first (`check_run`), before any stage spends time.
+environment is checked first (`rl.checks`), before any stage spends time.
 """
 
 from __future__ import annotations
@@ -16,43 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from toolorch_jax import checkpoint
-from toolorch_jax.config import ConfigError
-from toolorch_jax.envs.base import Ability, Environment
+from toolorch_jax.envs.base import Environment
 from toolorch_jax.envs.registry import build_env
+from toolorch_jax.rl.checks import check_run
 from toolorch_jax.rl.config import RunConfig, SFTConfig, SFTData
-from toolorch_jax.rl.report import evaluate_profiles, profile_names, write_report
+from toolorch_jax.rl.report import evaluate_profiles, write_report
 from toolorch_jax.rl.sft import run_sft
+from toolorch_jax.rl.tokenizer_stage import prepare_tokenizer
 from toolorch_jax.rl.train_step import OptimConfig
 from toolorch_jax.rl.trainer import Trainer
 from toolorch_jax.rollout.engine_rollout import Rollout
-from toolorch_jax.tokenizer import Tokenizer, load_tokenizer, render_chat, train_sentencepiece
-
-
-def _has_tasks(env: Environment, split: str, key: str) -> None:
-  try:
-    found = env.tasks(split)
-  except ConfigError as err:
-    raise ConfigError(f"{key}: {err}") from None
-  if not found:
-    raise ConfigError(f"{key}: environment '{env.name}' has no tasks in '{split}'")
-
-
-def check_run(config: RunConfig, env: Environment) -> None:
-  """ConfigError naming the key when the config asks for something the environment lacks."""
-  _has_tasks(env, config.rollout.split, "rollout.split")
-  if config.warmstart.demonstrations and not config.model.init_from:
-    env.require(Ability.DEMONSTRATIONS, "warmstart.demonstrations")
-  if not config.report.enabled:
-    return
-  _has_tasks(env, config.report.split, "report.split")
-  profiles = set(profile_names(env))
-  for i, target in enumerate(config.report.targets):
-    if target.baseline:
-      env.require(Ability.BASELINES, f"report.targets[{i}].against")
-    for name in target.profiles_named():
-      if name not in profiles:
-        raise ConfigError(f"report.targets[{i}]: no profile '{name}' in environment"
-                          f" '{config.env.name}' (profiles: {', '.join(sorted(profiles))})")
+from toolorch_jax.tokenizer import Tokenizer
 
 
 def demonstrations(config: RunConfig, env: Environment, workdir: Path) -> list[dict[str, Any]]:
@@ -64,36 +38,6 @@ def demonstrations(config: RunConfig, env: Environment, workdir: Path) -> list[d
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in demos))
   return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def tokenizer_corpus(config: RunConfig, env: Environment,
-                     demos: list[dict[str, Any]]) -> list[str]:
-  """Every text the policy will read or write: each task's prompt as rendered (system turn with
-  the tools, the user turn), each demonstration as rendered, and the environment's own texts."""
-  thinking = config.rollout.enable_thinking
-  splits = {config.rollout.split} | ({config.report.split} if config.report.enabled else set())
-  texts = []
-  for split in sorted(splits):
-    for task in env.tasks(split):
-      episode = env.start(task)
-      texts.append(render_chat(episode.messages(), episode.tool_schemas(),
-                               add_generation_prompt=True, enable_thinking=thinking))
-  texts += [render_chat(d["messages"], d["tools"], enable_thinking=thinking) for d in demos]
-  return texts + env.corpus()
-
-
-def prepare_tokenizer(config: RunConfig, env: Environment, workdir: Path,
-                      demos: list[dict[str, Any]]) -> Tokenizer:
-  """`model.tokenizer`, or a SentencePiece trained on the environment's texts (kept in workdir)."""
-  if config.model.tokenizer:
-    return load_tokenizer(config.model.tokenizer)
-  if config.model.tokenizer_vocab <= 0:
-    raise ConfigError("model.tokenizer: give a tokenizer path, or model.tokenizer_vocab to train one")
-  path = workdir / "tokenizer" / "tokenizer.model"
-  if not path.is_file():  # a domain tokenizer: long pieces across words keep prompts short
-    train_sentencepiece(tokenizer_corpus(config, env, demos), config.model.tokenizer_vocab,
-                        path.parent, max_piece_length=64, split_by_whitespace=False)
-  return load_tokenizer(path)
 
 
 def warm_start(config: RunConfig, tokenizer: Tokenizer, workdir: Path) -> str:
@@ -125,14 +69,14 @@ def run_training(config: RunConfig, workdir: str | Path) -> dict | None:
   check_run(config, env)
   warm = bool(config.warmstart.demonstrations and not config.model.init_from)
 
-  # ----- tokenizer and warm start --------------------------------------------------------------
+  # ----- tokenizer and warm start -----------------------------------------------------------------
   demos = demonstrations(config, env, workdir) if warm else []
   tokenizer = prepare_tokenizer(config, env, workdir, demos)
   if warm:
     config = dataclasses.replace(config, model=dataclasses.replace(
         config.model, init_from=warm_start(config, tokenizer, workdir)))
 
-  # ----- GRPO, with the held-out evaluation before and after -------------------------------------
+  # ----- GRPO, with the held-out evaluation before and after --------------------------------------
   trainer = Trainer(config, workdir, tokenizer, env)
   before_file = workdir / "eval_before.json"
   with contextlib.closing(start_rollout(config, trainer)) as rollout:
@@ -143,6 +87,6 @@ def run_training(config: RunConfig, workdir: str | Path) -> dict | None:
       return None
     after = evaluate_profiles(env, rollout, config)
 
-  # ----- report ----------------------------------------------------------------------------------
+  # ----- report -----------------------------------------------------------------------------------
   before = json.loads(before_file.read_text())
   return write_report(workdir, config, env, before, after, time.perf_counter() - start)

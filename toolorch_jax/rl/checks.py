@@ -1,0 +1,37 @@
+"""What a run asks of its environment, checked at config load before any stage spends time: a
+ConfigError names the key that asked (`warmstart.demonstrations`, `report.targets[2].against`, ...)
+and what the environment lacks."""
+
+from __future__ import annotations
+
+from toolorch_jax.config import ConfigError
+from toolorch_jax.envs.base import Ability, Environment
+from toolorch_jax.rl.config import RunConfig
+from toolorch_jax.rl.report import profile_names
+
+
+def _has_tasks(env: Environment, split: str, key: str) -> None:
+  try:
+    found = env.tasks(split)
+  except ConfigError as err:
+    raise ConfigError(f"{key}: {err}") from None
+  if not found:
+    raise ConfigError(f"{key}: environment '{env.name}' has no tasks in '{split}'")
+
+
+def check_run(config: RunConfig, env: Environment) -> None:
+  """ConfigError naming the key when the config asks for something the environment lacks."""
+  _has_tasks(env, config.rollout.split, "rollout.split")
+  if config.warmstart.demonstrations and not config.model.init_from:
+    env.require(Ability.DEMONSTRATIONS, "warmstart.demonstrations")
+  if not config.report.enabled:
+    return
+  _has_tasks(env, config.report.split, "report.split")
+  profiles = set(profile_names(env))
+  for i, target in enumerate(config.report.targets):
+    if target.baseline:
+      env.require(Ability.BASELINES, f"report.targets[{i}].against")
+    for name in target.profiles_named():
+      if name not in profiles:
+        raise ConfigError(f"report.targets[{i}]: no profile '{name}' in environment"
+                          f" '{config.env.name}' (profiles: {', '.join(sorted(profiles))})")
