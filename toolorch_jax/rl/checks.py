@@ -5,28 +5,31 @@ and what the environment lacks."""
 from __future__ import annotations
 
 from toolorch_jax.config import ConfigError
+from toolorch_jax.data.task import Task
 from toolorch_jax.envs.base import Ability, Environment
 from toolorch_jax.rl.config import RunConfig
 from toolorch_jax.rl.report import profile_names
 
 
-def _has_tasks(env: Environment, split: str, key: str) -> None:
+def tasks_of(env: Environment, split: str, key: str) -> list[Task]:
+  """The tasks of `split`; ConfigError naming `key` for an unknown or empty split."""
   try:
-    found = env.tasks(split)
+    found = list(env.tasks(split))
   except ConfigError as err:
     raise ConfigError(f"{key}: {err}") from None
   if not found:
     raise ConfigError(f"{key}: environment '{env.name}' has no tasks in '{split}'")
+  return found
 
 
 def check_run(config: RunConfig, env: Environment) -> None:
   """ConfigError naming the key when the config asks for something the environment lacks."""
-  _has_tasks(env, config.rollout.split, "rollout.split")
+  tasks_of(env, config.rollout.split, "rollout.split")
   if config.warmstart.demonstrations and not config.model.init_from:
     env.require(Ability.DEMONSTRATIONS, "warmstart.demonstrations")
   if not config.report.enabled:
     return
-  _has_tasks(env, config.report.split, "report.split")
+  tasks_of(env, config.report.split, "report.split")
   profiles = set(profile_names(env))
   for i, target in enumerate(config.report.targets):
     if target.baseline:

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from toolorch_jax.data.task import Task
+from toolorch_jax.data.task import Preference, Task
 from toolorch_jax.envs.base import Ability, Environment
 from toolorch_jax.rewards import compute_rewards
 from toolorch_jax.rl.config import RunConfig
@@ -32,10 +32,13 @@ def held_out_tasks(env: Environment, config: RunConfig) -> list[Task]:
   return tasks[:config.report.tasks] if config.report.tasks else tasks
 
 
+def _profiles(env: Environment) -> list[Preference]:
+  return list(env.profiles()) if Ability.PROFILES in env.abilities() else []
+
+
 def profile_names(env: Environment) -> list[str]:
   """The names the report evaluates under: the environment's profiles, or `ALL_TASKS`."""
-  profiles = env.profiles() if Ability.PROFILES in env.abilities() else []
-  return [p.name for p in profiles] or [ALL_TASKS]
+  return [p.name for p in _profiles(env)] or [ALL_TASKS]
 
 
 def _profile_summary(trajectories, rewards, choices: Sequence[str]) -> dict:
@@ -61,8 +64,7 @@ def evaluate_profiles(env: Environment, rollout: Rollout, config: RunConfig) -> 
   `report.temperature`, the policy as trained; 0 for its greedy choices)."""
   tasks = held_out_tasks(env, config)
   policy = rollout.policy(temperature=config.report.temperature, seed=config.train.seed + 1)
-  profiles = env.profiles() if Ability.PROFILES in env.abilities() else []
-  runs = [(p.name, env.with_preference(tasks, p)) for p in profiles] or [(ALL_TASKS, tasks)]
+  runs = [(p.name, env.with_preference(tasks, p)) for p in _profiles(env)] or [(ALL_TASKS, tasks)]
   summaries = {}
   for index, (name, profiled) in enumerate(runs):
     trajectories = rollout.play(env, profiled, config.report.samples, policy=policy)

@@ -31,13 +31,12 @@ def tokenizer_corpus(config: RunConfig, env: Environment,
   the tools, the user turn, the generation prompt), the environment's own texts, and what the
   demonstrations add to those (each distinct text once). A run without thinking appends an empty
   think block to the generation prompt: special tokens and newlines, single pieces already."""
-  splits = {config.rollout.split} | ({config.report.split} if config.report.enabled else set())
+  splits = [config.rollout.split] + ([config.report.split] if config.report.enabled else [])
+  tasks = {task.task_id: task for split in splits for task in env.tasks(split)}  # each task once
   texts = []
-  for split in sorted(splits):
-    for task in env.tasks(split):
-      episode = env.start(task)
-      texts.append(render_chat(episode.messages(), episode.tool_schemas(),
-                               add_generation_prompt=True))
+  for task in tasks.values():
+    episode = env.start(task)
+    texts.append(render_chat(episode.messages(), episode.tool_schemas(), add_generation_prompt=True))
   texts += env.corpus()
   known = set(texts)
   return texts + [t for t in dict.fromkeys(_demonstration_texts(demos)) if t and t not in known]

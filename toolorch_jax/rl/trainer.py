@@ -14,14 +14,16 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from toolorch_jax.config import ConfigError, to_yaml
+from toolorch_jax.config import to_yaml
 from toolorch_jax.data.stream import TaskStream
 from toolorch_jax.envs.base import Environment
 from toolorch_jax.envs.registry import build_env
 from toolorch_jax.model import Qwen3
 from toolorch_jax.rewards import compute_rewards
 from toolorch_jax.rl.batch import Sample
+from toolorch_jax.rl.checks import tasks_of
 from toolorch_jax.rl.config import RunConfig
 from toolorch_jax.rl.grpo import weigh_and_filter
 from toolorch_jax.rl.learner import Learner
@@ -68,10 +70,7 @@ class Trainer:
     # The reference is the initial policy; a copy, because the update donates the parameters.
     self.ref_params = (jax.tree.map(jnp.copy, self.learner.params) if config.grpo.kl_coef
                        else None)
-    tasks = list(self.env.tasks(config.rollout.split))
-    if not tasks:
-      raise ConfigError(f"rollout.split: environment '{config.env.name}' has no tasks in"
-                        f" '{config.rollout.split}'")
+    tasks = tasks_of(self.env, config.rollout.split, "rollout.split")
     self.stream = TaskStream(tasks, config.rollout.tasks_per_step, seed=config.train.seed)
     data_state = self.learner.restore()
     if data_state is not None:
@@ -85,14 +84,13 @@ class Trainer:
     """The policy as it stands (what a Rollout serves)."""
     return self.learner.model()
 
-  def train_on(self, trajectories: list[Trajectory]) -> dict:
-    """Rewards, advantages, filters and one update; returns the step's training metrics, with
-    the rewards under "rewards" and "components"."""
+  def train_on(self, trajectories: list[Trajectory]) -> tuple[dict, np.ndarray, dict]:
+    """Rewards, advantages, filters and one update: (the step's training metrics, the composite
+    reward per trajectory, each reward component per trajectory)."""
     rewards, components = compute_rewards(trajectories, self.config.rewards)
     advantages, keep, filtered = weigh_and_filter(trajectories, rewards, self.config.grpo,
                                                   self.learner.step)
-    metrics = {**filtered, "train/kept_episodes": float(keep.sum()), "rewards": rewards,
-               "components": components}
+    metrics = {**filtered, "train/kept_episodes": float(keep.sum())}
     kept = [Sample(t.token_ids, t.loss_mask, float(a), t.logprobs)
             for t, a, k in zip(trajectories, advantages, keep) if k]
     if kept:
@@ -100,7 +98,7 @@ class Trainer:
       metrics.update({f"train/{name}": figures[name] for name in TRAINING_FIGURES})
       metrics["train/clip_fraction"] = figures["clipped"]
       metrics["train/truncated_episodes"] = figures["truncated"]
-    return metrics
+    return metrics, rewards, components
 
   def run(self, rollout: Rollout) -> None:
     """Trains to `train.steps`, playing each step's episodes on `rollout` and handing it the
@@ -111,9 +109,8 @@ class Trainer:
       start = time.perf_counter()
       trajectories = rollout.play(self.env, next(self.stream), first_group_id=(step - 1) * per_step)
       elapsed = time.perf_counter() - start
-      metrics = self.train_on(trajectories)
-      metrics.update(rollout_metrics(trajectories, metrics.pop("rewards"),
-                                     metrics.pop("components"), elapsed))
+      metrics, rewards, components = self.train_on(trajectories)
+      metrics.update(rollout_metrics(trajectories, rewards, components, elapsed))
       rollout.update_weights(self.learner.params, step)
       metrics["policy_version"] = float(step)
       return metrics

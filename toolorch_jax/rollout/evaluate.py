@@ -41,8 +41,9 @@ def evaluate(env: Environment, tasks: Sequence[Task], policy: str, config: Rollo
   kind, _, path = policy.partition(":")
   if kind not in WEIGHTS or not path:
     raise ConfigError(f"--policy: '{policy}' is not gold, hf:DIR, checkpoint:DIR or an http(s) URL")
-  if checkpoint.weights_format(path) != WEIGHTS[kind]:
-    raise ConfigError(f"--policy {policy}: {path} holds {checkpoint.weights_format(path)} weights")
+  found = checkpoint.weights_format(path)
+  if found != WEIGHTS[kind]:
+    raise ConfigError(f"--policy {policy}: {path} holds {found} weights")
   from toolorch_jax.rollout.engine_rollout import Rollout  # the serve extra
   from toolorch_jax.serving.loading import load_model_and_tokenizer
 

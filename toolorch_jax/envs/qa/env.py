@@ -143,7 +143,9 @@ class QAEnvironment(Environment):
                  "answer_field": s.answer_field, "answer_marker": s.answer_marker}
     self.task_file = dataclasses.replace(dataset_file(s.dataset),
                                     **{k: v for k, v in overrides.items() if v is not None})
-    self._tasks = read_task_file(self.task_file, "env.settings.dataset")
+    self._tasks = [dataclasses.replace(task, metadata={**task.metadata, "dataset": s.dataset},
+                                       preference=self.preference_draw.for_task(task.task_id))
+                   for task in read_task_file(self.task_file, "env.settings.dataset")]
 
   def _grader(self) -> Grader:
     s = self.settings
@@ -164,9 +166,7 @@ class QAEnvironment(Environment):
     split = split or s.split
     if split not in SPLITS:
       raise ConfigError(f"unknown split '{split}' of QA dataset '{s.dataset}'; splits: {SPLITS}")
-    tasks = [dataclasses.replace(task, metadata={**task.metadata, "dataset": s.dataset},
-                                 preference=self.preference_draw.for_task(task.task_id))
-             for task in self._tasks if in_split(task.task_id, split, s.test_fraction)]
+    tasks = [task for task in self._tasks if in_split(task.task_id, split, s.test_fraction)]
     return tasks[:s.limit or None]
 
   def choices(self) -> list[str]:
