@@ -182,6 +182,24 @@ def test_a_full_cache_ends_the_sequence(tokenizer, tiny_config):
     driver.stop()
 
 
+def test_ids_past_the_tokenizer_are_never_sampled(tokenizer, tiny_config):
+  """An embedding larger than the tokenizer (Qwen3 pads its own): ids the tokenizer cannot decode
+  are never produced, greedy or sampled; 2 of 3 of this model's ids are such."""
+  model = create_model(tiny_config.replace(vocab_size=3 * tokenizer.vocab_size), seed=0)
+  driver = Driver(Engine(model, tokenizer, EngineConfig(max_slots=4, max_prefill_length=64,
+                                                        max_cache_length=96)))
+  try:
+    client = EngineClient(driver)
+    prompt = prompts(3, tokenizer.vocab_size, tokenizer.stop_ids)[2]
+    results = run(gather([client.generate(prompt, 24, GREEDY)] + [
+        client.generate(prompt, 24, SamplingParams(temperature=1.0, seed=s)) for s in range(3)]))
+  finally:
+    driver.stop()
+  produced = [t for r in results for t in r.token_ids]
+  assert len(produced) >= 4 and max(produced) < tokenizer.vocab_size
+  tokenizer.decode(produced)  # every id decodes
+
+
 def test_sharded_serving_mesh_and_resharded_update(tokenizer, tiny_config):
   model = create_model(tiny_config, seed=0)
   serve_mesh = make_mesh(MeshConfig(data=1, fsdp=4, tensor=2))

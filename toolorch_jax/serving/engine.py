@@ -201,7 +201,10 @@ class Engine(js.engine_api.Engine):
                          generated=state.generated.at[slot].set(0))
 
   def _generate_impl(self, params, state: DecodeState, version):
-    tokens, logprobs, keys = sample_tokens(state.logits, state.temperature, state.top_k, state.top_p,
+    logits = state.logits
+    if self.vocab_limit < logits.shape[-1]:  # an embedding padded past the tokenizer (Qwen3's is)
+      logits = jnp.where(jnp.arange(logits.shape[-1]) < self.vocab_limit, logits, -jnp.inf)
+    tokens, logprobs, keys = sample_tokens(logits, state.temperature, state.top_k, state.top_p,
                                            state.keys)
     cache_full = state.cache.lengths >= state.cache.max_length  # this token cannot be stored
     model = nnx.merge(self._graphdef, params)
