@@ -15,8 +15,12 @@ GREEDY = 0.0  # evaluation decodes greedily unless asked to sample
 def cmd_eval(args: argparse.Namespace) -> int:
   """Play each task of an environment once with a policy and write DIR/results.jsonl (one line
   per task), DIR/trajectories.jsonl and DIR/summary.json (success rate, cost, latency, tool mix).
+  With --replay, replay a τ² results file through the τ² environment instead: DIR/results.jsonl
+  (our reward beside the recorded one, outputs matched) and DIR/summary.json.
   The data directory comes from $TOOLORCH_DATA_DIR when set."""
   from toolorch_jax.envs import load_env
+  if args.replay:
+    return _replay(load_env(args.env, args.overrides), args.replay, args.out)
   from toolorch_jax.rollout.config import RolloutConfig
   from toolorch_jax.rollout.evaluate import evaluate
   from toolorch_jax.rollout.summary import write_results
@@ -34,12 +38,28 @@ def cmd_eval(args: argparse.Namespace) -> int:
   return 0
 
 
+def _replay(env, results_file: str, out: str) -> int:
+  from toolorch_jax.envs.tau2.env import Tau2Environment
+  from toolorch_jax.envs.tau2.replay import replay_results
+
+  if not isinstance(env, Tau2Environment):
+    raise ConfigError(f"--replay: needs a τ² environment (e.g. --env tau2_airline), got"
+                      f" '{type(env).__name__}'")
+  summary = replay_results(env, results_file, out)
+  print(json.dumps({k: v for k, v in summary.items() if not k.endswith("_mismatches")}, indent=2))
+  return 0
+
+
 def add_parsers(subparsers) -> None:
   parser = add_command(subparsers, "eval", cmd_eval, "evaluate a policy on an environment's tasks")
   parser.add_argument("--env", required=True, help="environment preset in configs/envs/ or a YAML file")
-  parser.add_argument("--policy", required=True,
+  source = parser.add_mutually_exclusive_group(required=True)
+  source.add_argument("--policy",
                       help="gold (replay the tasks' gold solutions), hf:DIR, checkpoint:DIR, or the"
                       " base URL of an OpenAI-compatible endpoint (e.g. http://127.0.0.1:8000/v1)")
+  source.add_argument("--replay", metavar="RESULTS.json",
+                      help="a τ²-bench results file: replay its simulations through a τ²"
+                      " environment, check each tool output and re-score each simulation")
   parser.add_argument("--out", required=True, help="output directory")
   parser.add_argument("--split", default=None, help="task split (default: the environment's)")
   parser.add_argument("--limit", type=int, default=0, help="evaluate only the first N tasks")

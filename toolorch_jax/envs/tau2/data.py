@@ -1,4 +1,5 @@
-"""A τ² domain's files from the data directory: `db.json`, `tasks.json`, the policy, the splits.
+"""A τ² domain's files from the data directory: the db (`db.json` or `db.toml`), the user's db
+where the user has tools, `tasks.json`, the policy, the splits.
 
 Tasks are read into small frozen dataclasses once, so a malformed file fails at load time with the
 file, the task id and the field named, not as a KeyError in the middle of scoring.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tomllib
 from typing import Any, Mapping
 
 from toolorch_jax.config import ConfigError
@@ -55,6 +57,7 @@ class Criteria:
   env_assertions: tuple[EnvCall, ...] | None
   communicate_info: tuple[str, ...]
   reward_basis: tuple[str, ...]
+  nl_assertions: tuple[str, ...] = ()  # judged by an LLM, which the reward needs for NL_ASSERTION
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +68,7 @@ class Tau2Task:
   agent_data: Mapping[str, Any] | None  # initial_state.initialization_data.agent_data
   init_actions: tuple[EnvCall, ...]
   message_history: tuple[Mapping[str, Any], ...]
+  user_data: Mapping[str, Any] | None = None  # initialization_data.user_data: the user's db
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +78,7 @@ class DomainData:
   policy: str
   tasks: tuple[Tau2Task, ...]
   splits: Mapping[str, tuple[str, ...]]
+  user_db: dict[str, Any] | None = None
 
 
 def _get(obj: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str,
@@ -133,7 +138,7 @@ def _criteria(raw: Mapping[str, Any], where: str) -> Criteria:
                                          for i, a in enumerate(actions)),
       None if assertions is None else tuple(_env_call(a, f"{where}.env_assertions[{i}]")
                                             for i, a in enumerate(assertions)),
-      _strings(raw, "communicate_info", where), basis)
+      _strings(raw, "communicate_info", where), basis, _strings(raw, "nl_assertions", where))
 
 
 def parse_task(raw: Any, where: str) -> Tau2Task:
@@ -153,7 +158,8 @@ def parse_task(raw: Any, where: str) -> Tau2Task:
       _get(init_data, "agent_data", dict, f"{in_state}.initialization_data", None),
       tuple(_env_call(a, f"{in_state}.initialization_actions[{i}]")
             for i, a in enumerate(init_actions)),
-      tuple(_list(state, "message_history", in_state) or []))
+      tuple(_list(state, "message_history", in_state) or []),
+      _get(init_data, "user_data", dict, f"{in_state}.initialization_data", None))
 
 
 def _read_json(relative: str) -> Any:
@@ -164,12 +170,27 @@ def _read_json(relative: str) -> Any:
     raise ConfigError(f"{path}: not valid JSON: {err}") from None
 
 
-def load_domain(name: str, policy_file: str) -> DomainData:
+def read_db(relative: str) -> dict[str, Any]:
+  """A domain database, JSON or TOML by its suffix, as one object."""
+  if not relative.endswith(".toml"):
+    db = _read_json(relative)
+  else:
+    path = data_file(relative, "env.settings.domain")
+    try:
+      db = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+      raise ConfigError(f"{path}: not valid TOML: {err}") from None
+  if not isinstance(db, dict):
+    raise ConfigError(f"{relative}: expected an object, got {type(db).__name__}")
+  return db
+
+
+def load_domain(name: str, policy_file: str, db_file: str = "db.json",
+                user_db_file: str | None = None) -> DomainData:
   """`tau2/domains/<name>/` of the data directory; `policy_file` picks e.g. the solo policy."""
   folder = f"tau2/domains/{name}"
-  db = _read_json(f"{folder}/db.json")
-  if not isinstance(db, dict):
-    raise ConfigError(f"{folder}/db.json: expected a JSON object, got {type(db).__name__}")
+  db = read_db(f"{folder}/{db_file}")
+  user_db = read_db(f"{folder}/{user_db_file}") if user_db_file else None
   raw_tasks = _read_json(f"{folder}/tasks.json")
   if not isinstance(raw_tasks, list):
     raise ConfigError(f"{folder}/tasks.json: expected a JSON list, got {type(raw_tasks).__name__}")
@@ -178,4 +199,5 @@ def load_domain(name: str, policy_file: str) -> DomainData:
   if not (isinstance(splits, dict) and all(isinstance(ids, list) for ids in splits.values())):
     raise ConfigError(f"{folder}/split_tasks.json: expected an object of split name -> task ids")
   policy = data_file(f"{folder}/{policy_file}", "env.settings.domain").read_text(encoding="utf-8")
-  return DomainData(name, db, policy, tasks, {split: tuple(ids) for split, ids in splits.items()})
+  return DomainData(name, db, policy, tasks, {split: tuple(ids) for split, ids in splits.items()},
+                    user_db)

@@ -19,8 +19,8 @@ from toolorch_jax.envs.base import Environment, Episode, Script
 from toolorch_jax.envs.tau2 import scoring
 from toolorch_jax.envs.tau2.data import Tau2Task, load_domain
 from toolorch_jax.envs.tau2.db import Database
+from toolorch_jax.envs.tau2.domains import DOMAINS
 from toolorch_jax.envs.tau2.gold import gold_script
-from toolorch_jax.envs.tau2.mock_tools import MOCK
 from toolorch_jax.envs.tau2.toolkit import DONE, DONE_SCHEMA, Domain, replay
 from toolorch_jax.tools.base import ToolCall, ToolContext, ToolError, ToolResult
 
@@ -28,7 +28,6 @@ SOLO_INSTRUCTIONS = (
     "You are a customer service agent. You are given a ticket with a user's request; resolve it by"
     " calling tools, following the policy below. You cannot talk to the user, only call tools.\n"
     f"When the ticket is resolved, call the `{DONE}` tool in a message with no other tool call.")
-DOMAINS: dict[str, Domain] = {MOCK.name: MOCK}
 
 
 @dataclasses.dataclass
@@ -101,18 +100,21 @@ class Tau2Environment(Environment):
       raise ConfigError(f"env.settings.domain: τ² domain '{self.settings.domain}' is not"
                         f" implemented yet; implemented: {sorted(DOMAINS)}")
     self.domain = DOMAINS[self.settings.domain]
-    data = load_domain(self.domain.name, self.domain.solo_policy)
+    data = load_domain(self.domain.name, self.domain.solo_policy or self.domain.policy,
+                       self.domain.db_file, self.domain.user_db_file)
     for table in self.domain.tables:
       if not isinstance(data.db.get(table), dict):
-        raise ConfigError(f"tau2/domains/{data.name}/db.json: '{table}' must be an object")
+        raise ConfigError(f"tau2/domains/{data.name}/{self.domain.db_file}: '{table}' must be an"
+                          " object")
     self.db = Database(data.db)
+    self.user_db = None if data.user_db is None else Database(data.user_db)
     self.system_prompt = f"{SOLO_INSTRUCTIONS}\n\n<policy>\n{data.policy.strip()}\n</policy>"
     self.splits = data.splits
     self.skipped: dict[str, str] = {}
     self._tasks: dict[str, Task] = {}
     for spec in data.tasks:
       self._check(spec)
-      reason = _solo_unsupported(spec)
+      reason = _solo_unsupported(spec, self.domain)
       if reason:
         self.skipped[spec.id] = reason
       else:
@@ -126,28 +128,30 @@ class Tau2Environment(Environment):
     """Refuses at load what this domain cannot run or score, naming the task and field."""
     where = f"tau2/domains/{self.domain.name}/tasks.json (id '{spec.id}')"
     criteria = spec.criteria
-    tools = {cls.name for cls in self.domain.tools}
+    domain = self.domain
+    functions = {"assistant": ({cls.name for cls in domain.tools}, set(domain.assertions))}
+    if domain.user_tools:
+      functions["user"] = ({cls.name for cls in domain.user_tools}, set(domain.user_assertions))
     assertions = (criteria.env_assertions or ()) if criteria else ()
-    calls = [(f"initial_state.initialization_actions[{i}]", c, tools)
+    calls = [(f"initial_state.initialization_actions[{i}]", c, 0)
              for i, c in enumerate(spec.init_actions)]
-    calls += [(f"evaluation_criteria.env_assertions[{i}]", c, set(self.domain.assertions))
-              for i, c in enumerate(assertions)]
-    for field, call, known in calls:
-      if call.env_type != "assistant":
+    calls += [(f"evaluation_criteria.env_assertions[{i}]", c, 1) for i, c in enumerate(assertions)]
+    for field, call, kind in calls:
+      if call.env_type not in functions:
         raise ConfigError(f"{where}: {field}.env_type '{call.env_type}' is not supported: domain"
-                          f" '{self.domain.name}' has no user tools")
+                          f" '{domain.name}' has tools for {sorted(functions)}")
+      known = functions[call.env_type][kind]
       if call.func_name not in known:
         raise ConfigError(f"{where}: {field}.func_name: '{call.func_name}' is not a function of"
                           f" domain '{self.domain.name}'; known: {sorted(known)}")
     if criteria is None:
       return
+    requestors = {"assistant", "user"} if domain.user_tools else {"assistant"}
     for i, action in enumerate(criteria.actions or ()):
-      if action.requestor != "assistant":
+      if action.requestor not in requestors:
         raise ConfigError(f"{where}: evaluation_criteria.actions[{i}].requestor"
-                          f" '{action.requestor}' is not supported in solo mode")
-    if "NL_ASSERTION" in criteria.reward_basis:
-      raise ConfigError(f"{where}: evaluation_criteria.reward_basis: NL_ASSERTION needs an LLM"
-                        " judge, which is not implemented")
+                          f" '{action.requestor}' is not supported: domain '{domain.name}' has"
+                          f" tools for {sorted(requestors)}")
 
   def tasks(self, split: str | None = None) -> Sequence[Task]:
     """The runnable tasks of `split` (default: `settings.split`), in tasks.json order."""
@@ -159,11 +163,22 @@ class Tau2Environment(Environment):
     return [task for task_id, task in self._tasks.items() if task_id in wanted]
 
   def initial_db(self, spec: Tau2Task) -> Database:
-    """The domain db with the task's `initialization_data` merged in and its init actions run."""
-    db = self.db.copy()
-    if spec.agent_data:
-      db.merge(spec.agent_data)
-    errors = replay(self.domain.bind(db), [(c.func_name, c.arguments) for c in spec.init_actions])
+    """The domain db with the task's `initialization_data` merged in and its agent-side init
+    actions run."""
+    return self._initial(spec, self.db, spec.agent_data, "assistant", self.domain.bind)
+
+  def initial_user_db(self, spec: Tau2Task) -> Database | None:
+    """The same for the user's db (None where the user has no tools)."""
+    if self.user_db is None:
+      return None
+    return self._initial(spec, self.user_db, spec.user_data, "user", self.domain.bind_user)
+
+  def _initial(self, spec: Tau2Task, base: Database, data: Any, side: str, bind) -> Database:
+    db = base.copy()
+    if data:
+      db.merge(data)
+    actions = [(c.func_name, c.arguments) for c in spec.init_actions if c.env_type == side]
+    errors = replay(bind(db), actions)
     if errors:
       raise ConfigError(f"task '{spec.id}': initial_state.initialization_actions failed: {errors}")
     return db
@@ -209,7 +224,9 @@ def _spec(task: Task) -> Tau2Task:
   return task.answer
 
 
-def _solo_unsupported(spec: Tau2Task) -> str | None:
+def _solo_unsupported(spec: Tau2Task, domain: Domain) -> str | None:
+  if domain.solo_policy is None:
+    return f"τ² has no solo policy for domain '{domain.name}': it needs a user simulator"
   if spec.ticket is None:
     return "no ticket: the request is only in the user simulator's instructions"
   if spec.message_history:

@@ -1,13 +1,15 @@
-"""τ²'s outcome reward for one episode, a pure function of the task and what the agent did.
+"""τ²'s outcome reward for one episode, a pure function of the task and what was done.
 
-- An episode that did not end by the agent's choice (`done` or a transfer) scores 0 (premature
-  termination: out of turns or context, a turn without a tool call, a policy error).
-- DB: the agent's recorded calls are replayed on a fresh copy of the task's initial database and
-  the gold actions on another; the two content hashes must be equal. A task with neither gold
-  actions nor env assertions passes, as in τ².
-- ENV_ASSERTION: every assertion holds on the agent's end state.
-- ACTION: every gold action matches some call of the agent (`Action.matches`).
+- An episode that did not end by choice (the agent's `done` or a transfer, or the user's stop)
+  scores 0 (premature termination: out of turns or context, too many errors, a policy error).
+- DB: the recorded calls are replayed on fresh copies of the task's initial databases (the agent's
+  calls on the agent's, the user's calls on the user's) and the gold actions, each on the side of
+  its requestor, on other copies; both content hashes must be equal. A task with neither gold
+  actions nor env assertions passes, as in τ²; an empty action list means "change nothing".
+- ENV_ASSERTION: every assertion holds on the end state of its side (agent or user).
+- ACTION: every gold action matches some call, the agent's or the user's (`Action.matches`).
 - COMMUNICATE: every `communicate_info` string is in some assistant text (case and commas ignored).
+- NL_ASSERTION: needs an LLM judge; without one the breakdown says so and the rest is scored.
 
 All checks are computed and reported; the reward is the product over the task's `reward_basis`.
 Unlike τ², whose solo agent's stop message loses its text, the text of the `done` turn counts.
@@ -24,29 +26,44 @@ from toolorch_jax.envs.tau2.toolkit import Domain, replay
 from toolorch_jax.tools.base import ToolError
 
 Call = tuple[str, Mapping[str, Any]]
+NO_JUDGE = "no judge endpoint given: NL assertions are not scored, the reward is the rest"
 
 
-def _assertion(domain: Domain, db: Database, assertion: EnvCall) -> dict[str, Any]:
-  check = {"func_name": assertion.func_name, "arguments": dict(assertion.arguments), "met": False,
-           "error": None}
+def _assertion(domain: Domain, dbs: Mapping[str, Database | None],
+               assertion: EnvCall) -> dict[str, Any]:
+  check = {"env_type": assertion.env_type, "func_name": assertion.func_name,
+           "arguments": dict(assertion.arguments), "met": False, "error": None}
+  functions = domain.user_assertions if assertion.env_type == "user" else domain.assertions
   try:
-    value = domain.assertions[assertion.func_name](db, assertion.arguments)
+    db = dbs.get(assertion.env_type)
+    if db is None:
+      raise ToolError(f"no {assertion.env_type} database")
+    value = functions[assertion.func_name](db, assertion.arguments)
     check["met"] = value == assertion.assert_value
   except (ToolError, KeyError) as err:  # e.g. the task it asks about was never created
     check["error"] = f"{type(err).__name__}: {err}"
   return check
 
 
-def _environment(domain: Domain, criteria: Criteria, initial: Database,
-                 calls: Sequence[Call]) -> dict[str, Any]:
+def _environment(domain: Domain, criteria: Criteria, initial: Database, calls: Sequence[Call],
+                 user_initial: Database | None, user_calls: Sequence[Call]) -> dict[str, Any]:
   if criteria.actions is None and criteria.env_assertions is None:
     return {"db_match": True, "gold_errors": [], "env_assertions": []}
-  predicted, gold = initial.copy(), initial.copy()
-  replay(domain.bind(predicted), calls)
-  gold_errors = replay(domain.bind(gold), [(a.name, a.arguments) for a in criteria.actions or ()])
+  predicted = {"assistant": initial.copy(), "user": user_initial and user_initial.copy()}
+  gold = {"assistant": initial.copy(), "user": user_initial and user_initial.copy()}
+  replay(domain.bind(predicted["assistant"]), calls)
+  if user_calls:
+    replay(domain.bind_user(predicted["user"]), user_calls)
+  gold_errors = []
+  for action in criteria.actions or ():
+    side = "user" if action.requestor == "user" else "assistant"
+    tools = domain.bind_user(gold[side]) if side == "user" else domain.bind(gold[side])
+    gold_errors += replay(tools, [(action.name, action.arguments)])
+  match = {side: (predicted[side] is None or predicted[side].hash() == gold[side].hash())
+           for side in predicted}
   assertions = [_assertion(domain, predicted, a) for a in criteria.env_assertions or ()]
-  return {"db_match": predicted.hash() == gold.hash(), "gold_errors": gold_errors,
-          "env_assertions": assertions}
+  return {"db_match": all(match.values()), "user_db_match": match["user"],
+          "gold_errors": gold_errors, "env_assertions": assertions}
 
 
 def _said(info: str, texts: Sequence[str]) -> bool:
@@ -54,18 +71,21 @@ def _said(info: str, texts: Sequence[str]) -> bool:
 
 
 def score(domain: Domain, task: Tau2Task, initial: Database, calls: Sequence[Call],
-          texts: Sequence[str], ended: bool) -> tuple[float, dict[str, Any]]:
+          texts: Sequence[str], ended: bool, *, user_initial: Database | None = None,
+          user_calls: Sequence[Call] = ()) -> tuple[float, dict[str, Any]]:
   """(reward, breakdown). `initial` is the task's start state (before any agent call), `calls` the
-  agent's domain-tool calls in order (failed ones included), `texts` its assistant texts."""
+  agent's domain-tool calls in order (failed ones included), `texts` its assistant texts;
+  `user_initial` and `user_calls` the same for the user's side where the user has tools."""
   if not ended:
     return 0.0, {"premature": True}
   criteria = task.criteria
   if criteria is None:
     return 1.0, {"premature": False, "note": "no evaluation criteria"}
   breakdown: dict[str, Any] = {"premature": False, "reward_basis": list(criteria.reward_basis)}
-  breakdown.update(_environment(domain, criteria, initial, calls))
-  breakdown["actions"] = [{"action_id": a.action_id, "name": a.name,
-                           "matched": any(a.matches(name, args) for name, args in calls)}
+  breakdown.update(_environment(domain, criteria, initial, calls, user_initial, user_calls))
+  every_call = list(calls) + list(user_calls)
+  breakdown["actions"] = [{"action_id": a.action_id, "name": a.name, "requestor": a.requestor,
+                           "matched": any(a.matches(name, args) for name, args in every_call)}
                           for a in criteria.actions or ()]
   breakdown["communicate"] = [{"info": info, "found": _said(info, texts)}
                               for info in criteria.communicate_info]
@@ -73,5 +93,8 @@ def score(domain: Domain, task: Tau2Task, initial: Database, calls: Sequence[Cal
             "ENV_ASSERTION": all(c["met"] for c in breakdown["env_assertions"]),
             "ACTION": all(c["matched"] for c in breakdown["actions"]),
             "COMMUNICATE": all(c["found"] for c in breakdown["communicate"])}
-  breakdown["rewards"] = {kind: float(passed[kind]) for kind in criteria.reward_basis}
+  breakdown["rewards"] = {kind: float(passed[kind]) for kind in criteria.reward_basis
+                          if kind in passed}
+  if "NL_ASSERTION" in criteria.reward_basis:
+    breakdown["nl_assertions"] = {"assertions": list(criteria.nl_assertions), "note": NO_JUDGE}
   return math.prod(breakdown["rewards"].values()), breakdown
