@@ -1,4 +1,5 @@
-"""τ²-bench domains in solo mode: tasks, db and policy from the data directory, tools our own."""
+"""τ²-bench domains: tasks, dbs and policies from the data directory, tools ours; solo episodes, τ²'s
+reward, and replay of τ² results files."""
 
 from toolorch_jax.envs.tau2.env import Tau2Environment, Tau2Episode
 from toolorch_jax.envs.tau2.gold import gold_script, replay_script
