@@ -21,7 +21,7 @@ from toolorch_jax.envs.tau2.data import Tau2Task, load_domain
 from toolorch_jax.envs.tau2.db import Database
 from toolorch_jax.envs.tau2.domains import DOMAINS
 from toolorch_jax.envs.tau2.gold import gold_script
-from toolorch_jax.envs.tau2.toolkit import DONE, DONE_SCHEMA, Domain, replay
+from toolorch_jax.envs.tau2.toolkit import DONE, DONE_SCHEMA, Domain, Sides
 from toolorch_jax.tools.base import ToolCall, ToolContext, ToolError, ToolResult
 
 SOLO_INSTRUCTIONS = (
@@ -106,6 +106,10 @@ class Tau2Environment(Environment):
       if not isinstance(data.db.get(table), dict):
         raise ConfigError(f"tau2/domains/{data.name}/{self.domain.db_file}: '{table}' must be an"
                           " object")
+    if self.domain.prepare:
+      self.domain.prepare(data.db)
+    if data.user_db is not None and self.domain.prepare_user:
+      self.domain.prepare_user(data.user_db)
     self.db = Database(data.db)
     self.user_db = None if data.user_db is None else Database(data.user_db)
     self.system_prompt = f"{SOLO_INSTRUCTIONS}\n\n<policy>\n{data.policy.strip()}\n</policy>"
@@ -129,9 +133,11 @@ class Tau2Environment(Environment):
     where = f"tau2/domains/{self.domain.name}/tasks.json (id '{spec.id}')"
     criteria = spec.criteria
     domain = self.domain
-    functions = {"assistant": ({cls.name for cls in domain.tools}, set(domain.assertions))}
+    functions = {"assistant": ({cls.name for cls in domain.tools} | set(domain.functions),
+                               set(domain.assertions))}
     if domain.user_tools:
-      functions["user"] = ({cls.name for cls in domain.user_tools}, set(domain.user_assertions))
+      functions["user"] = ({cls.name for cls in domain.user_tools} | set(domain.user_functions),
+                           set(domain.user_assertions))
     assertions = (criteria.env_assertions or ()) if criteria else ()
     calls = [(f"initial_state.initialization_actions[{i}]", c, 0)
              for i, c in enumerate(spec.init_actions)]
@@ -163,25 +169,31 @@ class Tau2Environment(Environment):
     return [task for task_id, task in self._tasks.items() if task_id in wanted]
 
   def initial_db(self, spec: Tau2Task) -> Database:
-    """The domain db with the task's `initialization_data` merged in and its agent-side init
-    actions run."""
-    return self._initial(spec, self.db, spec.agent_data, "assistant", self.domain.bind)
+    """The agent's db at the task's start (see `initial_dbs`)."""
+    return self.initial_dbs(spec)[0]
 
   def initial_user_db(self, spec: Tau2Task) -> Database | None:
-    """The same for the user's db (None where the user has no tools)."""
-    if self.user_db is None:
-      return None
-    return self._initial(spec, self.user_db, spec.user_data, "user", self.domain.bind_user)
+    """The user's db at the task's start (None where the user has no tools)."""
+    return self.initial_dbs(spec)[1]
 
-  def _initial(self, spec: Tau2Task, base: Database, data: Any, side: str, bind) -> Database:
-    db = base.copy()
-    if data:
-      db.merge(data)
-    actions = [(c.func_name, c.arguments) for c in spec.init_actions if c.env_type == side]
-    errors = replay(bind(db), actions)
-    if errors:
-      raise ConfigError(f"task '{spec.id}': initial_state.initialization_actions failed: {errors}")
-    return db
+  def initial_dbs(self, spec: Tau2Task) -> tuple[Database, Database | None]:
+    """Both dbs with the task's `initialization_data` merged in and its initialization actions
+    run in order, each on its side, the sides synced after each, as τ² sets a task up."""
+    agent = self.db.copy()
+    user = None if self.user_db is None else self.user_db.copy()
+    if spec.agent_data:
+      agent.merge(spec.agent_data)
+    if spec.user_data and user is not None:
+      user.merge(spec.user_data)
+    sides = Sides(self.domain, agent, user)
+    for i, action in enumerate(spec.init_actions):
+      try:
+        sides.run(action.env_type, action.func_name, action.arguments)
+      except Exception as err:  # pylint: disable=broad-exception-caught  # named, then raised
+        raise ConfigError(f"task '{spec.id}': initial_state.initialization_actions[{i}]"
+                          f" ({action.func_name}) failed: {err}") from None
+    sides.sync()
+    return agent, user
 
   def start(self, task: Task) -> Tau2Episode:
     return Tau2Episode(task, self.domain, self.system_prompt, self.initial_db(_spec(task)))

@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from toolorch_jax.config import ConfigError
 from toolorch_jax.envs.tau2 import scoring
 from toolorch_jax.envs.tau2.data import Tau2Task, parse_task
-from toolorch_jax.envs.tau2.toolkit import attempt
+from toolorch_jax.envs.tau2.toolkit import Sides
 
 ENDED = ("user_stop", "agent_stop")  # τ²'s chosen endings; any other is premature
 
@@ -92,13 +92,15 @@ def replay_simulation(env: Any, task: Tau2Task, simulation: Mapping[str, Any],
                       where: str) -> Replayed:
   """One simulation's calls through `env`'s domain (a Tau2Environment), then our reward."""
   domain = env.domain
-  agent_start, user_start = env.initial_db(task), env.initial_user_db(task)
-  tools = {"assistant": domain.bind(agent_start.copy()),
-           "user": domain.bind_user(user_start.copy()) if user_start is not None else {}}
+  agent_start, user_start = env.initial_dbs(task)
+  messages = simulation["messages"]
+  solo = not any(message.get("role") == "user" for message in messages)  # τ²'s solo mode
+  sides = Sides(domain, agent_start.copy(), user_start and user_start.copy(), solo)
   calls: dict[str, list[tuple[str, Any]]] = {"assistant": [], "user": []}
+  order: list[str] = []
   pending: collections.deque = collections.deque()
   texts, mismatches, total = [], [], 0
-  for index, message in enumerate(simulation["messages"]):
+  for index, message in enumerate(messages):
     role = message.get("role")
     if role == "assistant" and message.get("content"):
       texts.append(message["content"])
@@ -113,7 +115,8 @@ def replay_simulation(env: Any, task: Tau2Task, simulation: Mapping[str, Any],
         raise ConfigError(f"{where}.messages[{call_index}]: unknown requestor '{side}'")
       name, arguments = call.get("name"), call.get("arguments") or {}
       calls[side].append((name, arguments))
-      outcome = attempt(tools[side], name, arguments)
+      order.append(side)
+      outcome = sides.call(side, name, arguments)
       total += 1
       recorded_error = bool(message.get("error"))
       if recorded_error or outcome.error:
@@ -128,7 +131,8 @@ def replay_simulation(env: Any, task: Tau2Task, simulation: Mapping[str, Any],
         mismatches.append({"message": index, "tool": name, "requestor": side, "reason": reason})
   ended = simulation.get("termination_reason") in ENDED
   reward, breakdown = scoring.score(domain, task, agent_start, calls["assistant"], texts, ended,
-                                    user_initial=user_start, user_calls=calls["user"])
+                                    user_initial=user_start, user_calls=calls["user"], order=order,
+                                    solo=solo)
   basis = set(task.criteria.reward_basis) if task.criteria else set()
   recorded = (simulation.get("reward_info") or {}).get("reward")
   return Replayed(simulation["task_id"], int(simulation.get("trial") or 0), reward,

@@ -22,46 +22,42 @@ from typing import Any, Mapping, Sequence
 
 from toolorch_jax.envs.tau2.data import Criteria, EnvCall, Tau2Task
 from toolorch_jax.envs.tau2.db import Database
-from toolorch_jax.envs.tau2.toolkit import Domain, replay
-from toolorch_jax.tools.base import ToolError
+from toolorch_jax.envs.tau2.toolkit import Domain, Sides
 
 Call = tuple[str, Mapping[str, Any]]
 NO_JUDGE = "no judge endpoint given: NL assertions are not scored, the reward is the rest"
 
 
-def _assertion(domain: Domain, dbs: Mapping[str, Database | None],
-               assertion: EnvCall) -> dict[str, Any]:
+def _assertion(sides: Sides, assertion: EnvCall) -> dict[str, Any]:
   check = {"env_type": assertion.env_type, "func_name": assertion.func_name,
            "arguments": dict(assertion.arguments), "met": False, "error": None}
-  functions = domain.user_assertions if assertion.env_type == "user" else domain.assertions
   try:
-    db = dbs.get(assertion.env_type)
-    if db is None:
-      raise ToolError(f"no {assertion.env_type} database")
-    value = functions[assertion.func_name](db, assertion.arguments)
-    check["met"] = value == assertion.assert_value
-  except (ToolError, KeyError) as err:  # e.g. the task it asks about was never created
+    check["met"] = sides.run(assertion.env_type, assertion.func_name,
+                             assertion.arguments) == assertion.assert_value
+  except Exception as err:  # pylint: disable=broad-exception-caught  # τ²: an unmet assertion
     check["error"] = f"{type(err).__name__}: {err}"
   return check
 
 
 def _environment(domain: Domain, criteria: Criteria, initial: Database, calls: Sequence[Call],
-                 user_initial: Database | None, user_calls: Sequence[Call]) -> dict[str, Any]:
+                 user_initial: Database | None, user_calls: Sequence[Call],
+                 order: Sequence[str] | None, solo: bool) -> dict[str, Any]:
   if criteria.actions is None and criteria.env_assertions is None:
     return {"db_match": True, "gold_errors": [], "env_assertions": []}
-  predicted = {"assistant": initial.copy(), "user": user_initial and user_initial.copy()}
-  gold = {"assistant": initial.copy(), "user": user_initial and user_initial.copy()}
-  replay(domain.bind(predicted["assistant"]), calls)
-  if user_calls:
-    replay(domain.bind_user(predicted["user"]), user_calls)
+  predicted = Sides(domain, initial.copy(), user_initial and user_initial.copy(), solo)
+  queues = {"assistant": iter(calls), "user": iter(user_calls)}
+  for side in order if order is not None else ["assistant"] * len(calls) + ["user"] * len(user_calls):
+    name, arguments = next(queues[side])
+    predicted.call(side, name, arguments)
+  gold = Sides(domain, initial.copy(), user_initial and user_initial.copy(), solo)
   gold_errors = []
-  for action in criteria.actions or ():
-    side = "user" if action.requestor == "user" else "assistant"
-    tools = domain.bind_user(gold[side]) if side == "user" else domain.bind(gold[side])
-    gold_errors += replay(tools, [(action.name, action.arguments)])
-  match = {side: (predicted[side] is None or predicted[side].hash() == gold[side].hash())
-           for side in predicted}
-  assertions = [_assertion(domain, predicted, a) for a in criteria.env_assertions or ()]
+  for action in criteria.actions or ():  # as τ²: the gold actions without syncs between them
+    outcome = gold.call(action.requestor, action.name, action.arguments, sync=False)
+    if outcome.error:
+      gold_errors.append(f"{action.name}: {outcome.text.removeprefix('Error: ')}")
+  match = {side: (db is None or db.hash() == gold.dbs[side].hash())
+           for side, db in predicted.dbs.items()}
+  assertions = [_assertion(predicted, a) for a in criteria.env_assertions or ()]
   return {"db_match": all(match.values()), "user_db_match": match["user"],
           "gold_errors": gold_errors, "env_assertions": assertions}
 
@@ -72,17 +68,22 @@ def _said(info: str, texts: Sequence[str]) -> bool:
 
 def score(domain: Domain, task: Tau2Task, initial: Database, calls: Sequence[Call],
           texts: Sequence[str], ended: bool, *, user_initial: Database | None = None,
-          user_calls: Sequence[Call] = ()) -> tuple[float, dict[str, Any]]:
+          user_calls: Sequence[Call] = (), order: Sequence[str] | None = None,
+          solo: bool = False) -> tuple[float, dict[str, Any]]:
   """(reward, breakdown). `initial` is the task's start state (before any agent call), `calls` the
   agent's domain-tool calls in order (failed ones included), `texts` its assistant texts;
-  `user_initial` and `user_calls` the same for the user's side where the user has tools."""
+  `user_initial` and `user_calls` the same for the user's side where the user has tools. `order`
+  gives the requestor ("assistant" or "user") of each call in the order they ran, where the two
+  sides' calls interleave (default: the agent's, then the user's); where the sides are synced
+  (telecom) the end state depends on it. `solo`: the agent may call the user's tools."""
   if not ended:
     return 0.0, {"premature": True}
   criteria = task.criteria
   if criteria is None:
     return 1.0, {"premature": False, "note": "no evaluation criteria"}
   breakdown: dict[str, Any] = {"premature": False, "reward_basis": list(criteria.reward_basis)}
-  breakdown.update(_environment(domain, criteria, initial, calls, user_initial, user_calls))
+  breakdown.update(_environment(domain, criteria, initial, calls, user_initial, user_calls, order,
+                                solo))
   every_call = list(calls) + list(user_calls)
   breakdown["actions"] = [{"action_id": a.action_id, "name": a.name, "requestor": a.requestor,
                            "matched": any(a.matches(name, args) for name, args in every_call)}

@@ -14,9 +14,11 @@ import types
 from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 from toolorch_jax.envs.tau2.db import Database
-from toolorch_jax.tools.base import Tool, ToolContext, ToolResult
+from toolorch_jax.tools.base import Tool, ToolContext, ToolError, ToolResult
 
 Assertion = Callable[[Database, Mapping[str, Any]], bool]  # an env assertion on the end state
+EnvFunction = Callable[[Database, Mapping[str, Any]], Any]  # e.g. an initialization action
+Sync = Callable[[Database, Database], None]  # brings the user's db in line with the agent's
 DONE = "done"  # τ²'s solo-mode stop tool
 DONE_SCHEMA = {"type": "function", "function": {
     "name": DONE,
@@ -77,12 +79,34 @@ class Domain:
   db_file: str = "db.json"
   user_db_file: str | None = None
   policy: str = "policy.md"
+  # env functions that are not tools (initialization actions), per side
+  functions: Mapping[str, EnvFunction] = dataclasses.field(default_factory=lambda: NO_ASSERTIONS)
+  user_functions: Mapping[str, EnvFunction] = dataclasses.field(
+      default_factory=lambda: NO_ASSERTIONS)
+  sync: Sync | None = None  # run after every call, as τ²'s environment syncs its two sides
+  # fill in what τ²'s data model adds to the files (defaults, date formats), per side
+  prepare: Callable[[dict[str, Any]], None] | None = None
+  prepare_user: Callable[[dict[str, Any]], None] | None = None
 
   def bind(self, db: Database) -> dict[str, DomainTool]:
     return {cls.name: cls(db) for cls in self.tools}
 
   def bind_user(self, db: Database) -> dict[str, DomainTool]:
     return {cls.name: cls(db) for cls in self.user_tools}
+
+  def env_function(self, side: str, name: str) -> Callable[[Database, Mapping[str, Any]], Any]:
+    """A function τ² may run on a side's environment: a tool, an env function or an assertion."""
+    tools = self.user_tools if side == "user" else self.tools
+    for cls in tools:
+      if cls.name == name:
+        return lambda db, arguments, cls=cls: cls(db).apply(cls(db).validate(arguments))
+    functions = self.user_functions if side == "user" else self.functions
+    assertions = self.user_assertions if side == "user" else self.assertions
+    if name in functions:
+      return functions[name]
+    if name in assertions:
+      return assertions[name]
+    raise KeyError(f"'{name}' is not a function of the {side} side of domain '{self.name}'")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +126,47 @@ def attempt(tools: Mapping[str, DomainTool], name: str, arguments: Any) -> Outco
     return Outcome(tool.respond(tool.validate(arguments)), False)
   except Exception as err:  # pylint: disable=broad-exception-caught  # as `Tool.call` does live
     return Outcome(f"Error: {err}", True)
+
+
+class Sides:
+  """An episode's two databases (the user's None where the user has no tools) with their tools,
+  run as τ²'s environment runs them: a call, then the sync of the two sides; a sync that fails
+  makes the call's outcome an error, as in τ². `solo` lets the agent call the user's tools."""
+
+  def __init__(self, domain: Domain, agent: Database, user: Database | None = None,
+               solo: bool = False):
+    self.domain, self.solo = domain, solo
+    self.dbs = {"assistant": agent, "user": user}
+    self.tools = {"assistant": domain.bind(agent),
+                  "user": domain.bind_user(user) if user is not None else {}}
+
+  def side_of(self, requestor: str, name: str) -> str:
+    if (self.solo and requestor == "assistant" and name not in self.tools["assistant"]
+        and name in self.tools["user"]):
+      return "user"
+    return requestor
+
+  def call(self, requestor: str, name: str, arguments: Any, sync: bool = True) -> Outcome:
+    outcome = attempt(self.tools[self.side_of(requestor, name)], name, arguments)
+    if sync and not outcome.error:
+      try:
+        self.sync()
+      except Exception as err:  # pylint: disable=broad-exception-caught  # τ² reports it so
+        return Outcome(f"Error: {err}", True)
+    return outcome
+
+  def run(self, side: str, name: str, arguments: Mapping[str, Any]) -> Any:
+    """An env function (initialization action or assertion) on `side`, then the sync; raises."""
+    db = self.dbs[side]
+    if db is None:
+      raise ToolError(f"domain '{self.domain.name}' has no {side} database")
+    result = self.domain.env_function(side, name)(db, arguments)
+    self.sync()
+    return result
+
+  def sync(self) -> None:
+    if self.domain.sync is not None and self.dbs["user"] is not None:
+      self.domain.sync(self.dbs["assistant"], self.dbs["user"])
 
 
 def replay(tools: Mapping[str, DomainTool],
