@@ -185,6 +185,21 @@ def read_db(relative: str) -> dict[str, Any]:
   return db
 
 
+POLICY_PARTS = ("main_policy", "tech_support_policy")  # τ²'s tags of a policy in two files
+
+
+def read_policy(folder: str, files: str) -> str:
+  """One policy file, or two joined by "+" (telecom's main and tech-support policies) in τ²'s
+  layout: each part inside its tag."""
+  parts = [data_file(f"{folder}/{name}", "env.settings.domain").read_text(encoding="utf-8")
+           for name in files.split("+")]
+  if len(parts) == 1:
+    return parts[0]
+  if len(parts) != len(POLICY_PARTS):
+    raise ConfigError(f"{folder}: policy '{files}': one file, or two joined by '+'")
+  return "\n".join(f"<{tag}>\n{text}\n</{tag}>" for tag, text in zip(POLICY_PARTS, parts))
+
+
 def load_domain(name: str, policy_file: str, db_file: str = "db.json",
                 user_db_file: str | None = None) -> DomainData:
   """`tau2/domains/<name>/` of the data directory; `policy_file` picks e.g. the solo policy."""
@@ -198,6 +213,6 @@ def load_domain(name: str, policy_file: str, db_file: str = "db.json",
   splits = _read_json(f"{folder}/split_tasks.json")
   if not (isinstance(splits, dict) and all(isinstance(ids, list) for ids in splits.values())):
     raise ConfigError(f"{folder}/split_tasks.json: expected an object of split name -> task ids")
-  policy = data_file(f"{folder}/{policy_file}", "env.settings.domain").read_text(encoding="utf-8")
+  policy = read_policy(folder, policy_file)
   return DomainData(name, db, policy, tasks, {split: tuple(ids) for split, ids in splits.items()},
                     user_db)

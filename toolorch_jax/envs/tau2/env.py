@@ -103,9 +103,9 @@ class Tau2Environment(Environment):
     data = load_domain(self.domain.name, self.domain.solo_policy or self.domain.policy,
                        self.domain.db_file, self.domain.user_db_file)
     for table in self.domain.tables:
-      if not isinstance(data.db.get(table), dict):
+      if not isinstance(data.db.get(table), (dict, list)):
         raise ConfigError(f"tau2/domains/{data.name}/{self.domain.db_file}: '{table}' must be an"
-                          " object")
+                          " object or a list")
     if self.domain.prepare:
       self.domain.prepare(data.db)
     if data.user_db is not None and self.domain.prepare_user:
