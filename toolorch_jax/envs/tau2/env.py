@@ -37,14 +37,20 @@ class Settings:
 
 
 class Tau2Episode(Episode):
-  def __init__(self, task: Task, domain: Domain, system_prompt: str, initial: Database):
+  """One solo episode. Where the user has tools (telecom), the agent gets them too, as in τ²'s
+  solo mode, and the two sides are synced after each call."""
+
+  def __init__(self, task: Task, domain: Domain, system_prompt: str, initial: Database,
+               user_initial: Database | None = None):
     super().__init__(task)
     self.spec: Tau2Task = task.answer
     self.domain = domain
     self.system_prompt = system_prompt
     self.initial = initial  # kept unchanged: the scorer replays from it
-    self.db = initial.copy()
-    self.tools = domain.bind(self.db)
+    self.user_initial = user_initial
+    self.sides = Sides(domain, initial.copy(), user_initial and user_initial.copy(), solo=True)
+    self.db = self.sides.dbs["assistant"]
+    self.tools = {**self.sides.tools["assistant"], **self.sides.tools["user"]}
     self.calls: list[tuple[str, Any]] = []  # domain-tool calls in order, failed ones included
     self.texts: list[str] = []  # assistant texts, for communicate_info
     self.ended_by: str | None = None  # "done" or the tool that ended the episode
@@ -74,13 +80,19 @@ class Tau2Episode(Episode):
       return ToolResult(error=f"unknown tool {call.name!r}; available: {known}")
     self.calls.append((call.name, call.arguments))
     result = await tool.call(call.arguments, context)
+    if result.ok:
+      try:
+        self.sides.sync()
+      except ToolError as err:  # τ² reports a failed sync as the call's error
+        result = ToolResult(error=str(err))
     if tool.ends_episode and result.ok:
       self.done, self.ended_by = True, call.name
     return result
 
   def score(self) -> float:
     reward, self.breakdown = scoring.score(self.domain, self.spec, self.initial, self.calls,
-                                           self.texts, self.done)
+                                           self.texts, self.done, user_initial=self.user_initial,
+                                           solo=True)
     return reward
 
 
@@ -196,7 +208,7 @@ class Tau2Environment(Environment):
     return agent, user
 
   def start(self, task: Task) -> Tau2Episode:
-    return Tau2Episode(task, self.domain, self.system_prompt, self.initial_db(_spec(task)))
+    return Tau2Episode(task, self.domain, self.system_prompt, *self.initial_dbs(_spec(task)))
 
   def gold_script(self, task: Task, grouped: bool = False) -> Script:
     return gold_script(_spec(task), grouped)
@@ -219,15 +231,13 @@ class Tau2Environment(Environment):
       for call in turn["tool_calls"]:
         if call["name"] == DONE:
           return {"messages": messages, "tools": tools}
-        tool = episode.tools[call["name"]]
-        try:
-          text = tool.respond(tool.validate(call["arguments"]))
-        except ToolError as err:
-          raise ConfigError(f"task '{task.task_id}': gold action {call['name']} failed: {err}") \
-              from None
-        if tool.ends_episode:
+        outcome = episode.sides.call("assistant", call["name"], call["arguments"])
+        if outcome.error:
+          raise ConfigError(f"task '{task.task_id}': gold action {call['name']} failed:"
+                            f" {outcome.text}")
+        if episode.tools[call["name"]].ends_episode:
           return {"messages": messages, "tools": tools}
-        messages.append({"role": "tool", "content": text, "name": call["name"]})
+        messages.append({"role": "tool", "content": outcome.text, "name": call["name"]})
 
 
 def _spec(task: Task) -> Tau2Task:
