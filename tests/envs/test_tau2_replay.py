@@ -82,11 +82,20 @@ def test_replay_reports_each_mismatch_with_its_reason(airline_env, tmp_path):
   assert third["outputs_matched"] == third["outputs_total"]  # paired by order, not id
 
 
-def test_replay_of_a_small_retail_file(tmp_path):
-  env = load_env("tau2_retail")
-  summary = replay_results(env, small_results("retail", 5, tmp_path), tmp_path / "out")
+@pytest.mark.parametrize("domain", ["retail", "telecom"])
+def test_replay_of_small_retail_and_telecom_files(domain, tmp_path):
+  summary = replay_results(load_env(f"tau2_{domain}"), small_results(domain, 5, tmp_path),
+                           tmp_path / "out")
   assert summary["rewards_equal"] == 5
   assert summary["outputs_matched"] == summary["outputs_total"] > 0
+  calls = _tool_calls(tmp_path / f"{domain}.json")
+  assert summary["outputs_total"] == len(calls)  # every call checked, the user's included
+  assert (domain == "telecom") == any(call["requestor"] == "user" for call in calls)
+
+
+def _tool_calls(path):
+  return [call for s in json.loads(path.read_text())["simulations"] for m in s["messages"]
+          for call in m.get("tool_calls") or ()]
 
 
 def test_gold_actions_score_one_and_reads_alone_do_not(airline_env):
