@@ -197,3 +197,21 @@ def test_nl_assertions_without_a_judge_are_reported_and_left_out():
   assert reward == 1.0 and breakdown["rewards"] == {"COMMUNICATE": 1.0}
   assert breakdown["nl_assertions"] == {"assertions": ["The agent apologises."],
                                         "note": scoring.NO_JUDGE}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("domain", ["airline", "retail", "telecom"])
+def test_gold_scores_one_on_every_task(domain):
+  """Every task of the domain: the gold actions (each on its requestor's side, in order) and the
+  communicate strings said score 1.0. The figures quoted in the README."""
+  env = load_env(f"tau2_{domain}")
+  for spec in _tasks(domain):
+    actions = spec.criteria.actions or ()
+    agent_initial, user_initial = env.initial_dbs(spec)
+    reward, breakdown = scoring.score(
+        env.domain, spec, agent_initial,
+        [(a.name, a.arguments) for a in actions if a.requestor == "assistant"],
+        list(spec.criteria.communicate_info), True, user_initial=user_initial,
+        user_calls=[(a.name, a.arguments) for a in actions if a.requestor == "user"],
+        order=[a.requestor for a in actions])
+    assert reward == 1.0, (spec.id, breakdown)
