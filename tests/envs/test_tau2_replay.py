@@ -215,3 +215,18 @@ def test_gold_scores_one_on_every_task(domain):
         user_calls=[(a.name, a.arguments) for a in actions if a.requestor == "user"],
         order=[a.requestor for a in actions])
     assert reward == 1.0, (spec.id, breakdown)
+
+
+def test_bad_results_files_are_named(airline_env, tmp_path, capsys):
+  from toolorch_jax.config import ConfigError
+
+  path = tmp_path / "bad.json"
+  path.write_text(json.dumps({"tasks": []}))
+  with pytest.raises(ConfigError, match="bad.json: 'simulations' must be a list"):
+    replay_results(airline_env, path, tmp_path / "out")
+  path.write_text(json.dumps({"tasks": [], "simulations": [{"task_id": "9", "messages": []}]}))
+  with pytest.raises(ConfigError, match=r"simulations\[0\]: task '9' is not among the file's"):
+    replay_results(airline_env, path, tmp_path / "out")
+  assert cli.main(["eval", "--env", "routing", "--replay", str(path), "--out",
+                   str(tmp_path / "o")]) == 2
+  assert "--replay: needs a τ² environment" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any, ClassVar
 
-from toolorch_jax.envs.tau2.schema import (INTEGER, STRING, Calculate, TransferToHumanAgents,
+from toolorch_jax.envs.tau2.shared import (INTEGER, STRING, Calculate, TransferToHumanAgents,
                                            described, enum, obj, whole)
 from toolorch_jax.envs.tau2.toolkit import Domain, DomainTool
 from toolorch_jax.tools.base import ToolError

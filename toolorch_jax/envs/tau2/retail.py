@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, ClassVar
 
-from toolorch_jax.envs.tau2.schema import (STRING, STRINGS, Calculate, TransferToHumanAgents,
+from toolorch_jax.envs.tau2.shared import (STRING, STRINGS, Calculate, TransferToHumanAgents,
                                            described, obj)
 from toolorch_jax.envs.tau2.toolkit import Domain, DomainTool
 from toolorch_jax.tools.base import ToolError

@@ -14,7 +14,7 @@ import hashlib
 from typing import Any, ClassVar, Mapping
 
 from toolorch_jax.envs.tau2.db import Database
-from toolorch_jax.envs.tau2.schema import NUMBER, STRING, TransferToHumanAgents, described, obj
+from toolorch_jax.envs.tau2.shared import NUMBER, STRING, TransferToHumanAgents, described, obj
 from toolorch_jax.envs.tau2.toolkit import DomainTool
 from toolorch_jax.tools.base import ToolError
 

@@ -13,7 +13,7 @@ import copy
 from typing import Any, ClassVar, Mapping
 
 from toolorch_jax.envs.tau2.db import Database
-from toolorch_jax.envs.tau2.schema import STRING, described, enum, obj
+from toolorch_jax.envs.tau2.shared import STRING, described, enum, obj
 from toolorch_jax.envs.tau2.telecom.carrier import Carrier
 from toolorch_jax.envs.tau2.toolkit import DomainTool
 

@@ -1,4 +1,5 @@
-"""Small builders for the JSON schemas of τ² domain tools, and τ²'s `calculate` tool.
+"""What several τ² domains share: builders for their tools' JSON schemas, `calculate` and the
+transfer to a human agent.
 
 τ² derives each tool's schema from its Python signature; here they are written out, with the
 types τ²'s signatures declare, and no extra properties (τ² refuses an unknown keyword).
