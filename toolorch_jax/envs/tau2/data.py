@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any, Mapping
 
 from toolorch_jax.config import ConfigError
@@ -156,26 +157,36 @@ def parse_task(raw: Any, where: str) -> Tau2Task:
       tuple(_list(state, "message_history", in_state) or []))
 
 
-def _read_json(relative: str) -> Any:
-  path = data_file(relative, "env.settings.domain")
+def _domain_file(name: str, folder: Path | None, relative: str) -> Path:
+  """`relative` in the domain directory `folder`, or in `tau2/domains/<name>/` of the data dir."""
+  if folder is None:
+    return data_file(f"tau2/domains/{name}/{relative}", "env.settings.domain")
+  path = folder / relative
+  if not path.is_file():
+    raise ConfigError(f"env.settings.domain: file not found: {path}")
+  return path
+
+
+def _read_json(path: Path) -> Any:
   try:
     return json.loads(path.read_text(encoding="utf-8"))
   except (json.JSONDecodeError, UnicodeDecodeError) as err:
     raise ConfigError(f"{path}: not valid JSON: {err}") from None
 
 
-def load_domain(name: str, policy_file: str) -> DomainData:
-  """`tau2/domains/<name>/` of the data directory; `policy_file` picks e.g. the solo policy."""
-  folder = f"tau2/domains/{name}"
-  db = _read_json(f"{folder}/db.json")
+def load_domain(name: str, policy_file: str, folder: Path | None = None) -> DomainData:
+  """`tau2/domains/<name>/` of the data directory, or the domain directory `folder` (e.g. one
+  `toolorch synth` wrote); `policy_file` picks e.g. the solo policy."""
+  where = str(folder) if folder is not None else f"tau2/domains/{name}"
+  db = _read_json(_domain_file(name, folder, "db.json"))
   if not isinstance(db, dict):
-    raise ConfigError(f"{folder}/db.json: expected a JSON object, got {type(db).__name__}")
-  raw_tasks = _read_json(f"{folder}/tasks.json")
+    raise ConfigError(f"{where}/db.json: expected a JSON object, got {type(db).__name__}")
+  raw_tasks = _read_json(_domain_file(name, folder, "tasks.json"))
   if not isinstance(raw_tasks, list):
-    raise ConfigError(f"{folder}/tasks.json: expected a JSON list, got {type(raw_tasks).__name__}")
-  tasks = tuple(parse_task(raw, f"{folder}/tasks.json[{i}]") for i, raw in enumerate(raw_tasks))
-  splits = _read_json(f"{folder}/split_tasks.json")
+    raise ConfigError(f"{where}/tasks.json: expected a JSON list, got {type(raw_tasks).__name__}")
+  tasks = tuple(parse_task(raw, f"{where}/tasks.json[{i}]") for i, raw in enumerate(raw_tasks))
+  splits = _read_json(_domain_file(name, folder, "split_tasks.json"))
   if not (isinstance(splits, dict) and all(isinstance(ids, list) for ids in splits.values())):
-    raise ConfigError(f"{folder}/split_tasks.json: expected an object of split name -> task ids")
-  policy = data_file(f"{folder}/{policy_file}", "env.settings.domain").read_text(encoding="utf-8")
+    raise ConfigError(f"{where}/split_tasks.json: expected an object of split name -> task ids")
+  policy = _domain_file(name, folder, policy_file).read_text(encoding="utf-8")
   return DomainData(name, db, policy, tasks, {split: tuple(ids) for split, ids in splits.items()})
