@@ -44,7 +44,8 @@ DESCRIPTION_SCHEMA = {
 
 
 def load_description(path: str | Path) -> dict[str, Any]:
-  """A description file (YAML or JSON), checked: its own schema, then the tool spec it implies."""
+  """A description file (YAML or JSON), checked: its own schema, then the tool spec it implies.
+  In LLM mode the tables only name the subjects and `tools` may be empty: the LLM writes them."""
   path = Path(path)
   try:
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -55,7 +56,7 @@ def load_description(path: str | Path) -> dict[str, Any]:
   if errors:
     where = "/".join(map(str, errors[0].absolute_path)) or "(top)"
     raise ConfigError(f"{path}: {where}: {errors[0].message}")
-  problems = spec_tools.spec_problems(spec(raw))
+  problems = spec_tools.spec_problems(spec(raw)) if raw["tools"] else []
   for tool in raw["tools"]:
     missing = set(tool.get("parameters", {})) - set(tool["sample"])
     if missing:

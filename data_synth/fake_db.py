@@ -16,7 +16,7 @@ from faker import Faker
 from toolorch_jax.config import ConfigError
 
 
-def _order(tables: Mapping[str, Any]) -> list[str]:
+def reference_order(tables: Mapping[str, Any]) -> list[str]:
   done: list[str] = []
   pending = list(tables)
   while pending:
@@ -59,7 +59,7 @@ def build_db(description: Mapping[str, Any], seed: int) -> dict[str, dict[str, A
   faker.seed_instance(rng.randrange(2**32))
   tables = description["tables"]
   db: dict[str, dict[str, Any]] = {}
-  for name in _order(tables):
+  for name in reference_order(tables):
     table, rows = tables[name], {}
     for n in range(1, table["rows"] + 1):
       row_id = f"{table['id_prefix']}{n:04d}"

@@ -61,6 +61,9 @@ def _description(name: str) -> dict[str, Any]:
 
 
 def offline_environment(description: Mapping[str, Any], seed: int) -> dict[str, Any]:
+  if not description["tools"]:
+    raise ConfigError(f"domain '{description['domain']}': offline mode needs tool templates"
+                      " in the description (only LLM mode writes its own)")
   return {"db": build_db(description, seed), "spec": descriptions.spec(description)}
 
 

@@ -39,6 +39,7 @@ class Usage:
   output_tokens: int = 0
   cost_usd: float = 0.0
   repairs: int = 0
+  dropped: int = 0  # answers (or entries, tools) dropped after the repairs
   cached: bool = False
 
 

@@ -100,7 +100,7 @@ SPEC_SCHEMA: dict[str, Any] = {
 }
 
 
-def _row_problems(spec: Mapping[str, Any], db: Mapping[str, Any], table: str,
+def row_problems(spec: Mapping[str, Any], db: Mapping[str, Any], table: str,
                   row_id: str, row: Any) -> list[str]:
   """What is wrong with one row: its key, unknown or missing fields, types, enums, references."""
   where = f"{table}['{row_id}']"
@@ -136,7 +136,7 @@ def db_problems(spec: Mapping[str, Any], db: Mapping[str, Any]) -> list[str]:
   problems = [f"db: missing table '{t}'" for t in spec["tables"] if not isinstance(db.get(t), dict)]
   for table in spec["tables"]:
     for row_id, row in (db.get(table) or {}).items():
-      problems += _row_problems(spec, db, table, row_id, row)
+      problems += row_problems(spec, db, table, row_id, row)
   return problems
 
 
@@ -288,7 +288,7 @@ class SpecTool(DomainTool):
       after[table][row_id] = row
     view = {**self.db.data, **after}
     for table, row_id, row in writes:
-      problems = _row_problems(self.spec, view, table, row_id, row)
+      problems = row_problems(self.spec, view, table, row_id, row)
       if problems:
         raise ToolError(f"{self.name}: the write is invalid: {problems[0]}")
     for table, row_id, row in writes:
