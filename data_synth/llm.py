@@ -18,6 +18,8 @@ import random
 import re
 from typing import Any, Callable, Mapping
 
+from tqdm import tqdm
+
 from data_synth.fake_db import reference_order
 from data_synth.stages import Ledger
 from data_synth.tasks import INTENT_SIZES
@@ -164,11 +166,12 @@ class LLMSource:
 
   # -- tasks ---------------------------------------------------------------------------------
   def candidates(self, description: Mapping[str, Any], environment: Mapping[str, Any],
-                 count: int, seed: int, ledger: Ledger) -> list[dict[str, Any]]:
-    return asyncio.run(self._candidates(description, environment, count, seed, ledger))
+                 count: int, seed: int, ledger: Ledger, progress: bool) -> list[dict[str, Any]]:
+    return asyncio.run(self._candidates(description, environment, count, seed, ledger, progress))
 
   async def _candidates(self, description: Mapping[str, Any], environment: Mapping[str, Any],
-                        count: int, seed: int, ledger: Ledger) -> list[dict[str, Any]]:
+                        count: int, seed: int, ledger: Ledger,
+                        progress: bool) -> list[dict[str, Any]]:
     domain_name, limit = description["domain"], asyncio.Semaphore(self.concurrency)
     domain = build_domain(environment["spec"])
     names = sorted(t["name"] for t in environment["spec"]["tools"])
@@ -189,16 +192,20 @@ class LLMSource:
       calls = [(a["name"], a.get("arguments", {})) for a in actions]
       return replay(domain.bind(Database(json.loads(json.dumps(environment["db"])))), calls)
 
+    bar = tqdm(total=len(intents), desc=f"{domain_name}: tasks", disable=not progress)
+
     async def one(i: int, intent: tuple[str, ...]) -> dict[str, Any] | None:
       answer = await self.ask(domain_name, "tasks", (
           f"Using the tools {list(intent)} on this database, write one customer request as"
           " {ticket, actions: [{name, arguments}], communicate_info: [values the agent must"
           " say]}: " + json.dumps(environment["db"])[:20000]), check_task, ledger, limit)
+      bar.update()
       if answer is None:
         return None
       return _record(f"{domain_name}_{i:04d}", description, intent, answer)
 
     made = await asyncio.gather(*(one(i, intent) for i, intent in enumerate(intents)))
+    bar.close()
     return [task for task in made if task is not None]
 
 

@@ -29,8 +29,8 @@ from toolorch_jax.config import ConfigError
 from toolorch_jax.envs.tau2.db import Database
 from toolorch_jax.envs.tau2.spec_tools import SPEC_FILE, build_domain, db_problems
 
-VERSION = 1  # bump when generation changes, so cached stages are recomputed
-CANDIDATES_PER_TASK = 1.4  # candidates drafted per wanted task (verification drops some)
+VERSION = 2  # bump when generation changes, so cached stages are recomputed
+CANDIDATES_PER_TASK = 1.2  # candidates drafted per wanted task (verification drops some)
 
 
 @dataclasses.dataclass
@@ -120,7 +120,7 @@ def _pass_at_k(folder: Path, tasks: list[Mapping[str, Any]], k: int,
   runnable = env.tasks("base")
   trajectories = evaluate(env, [t for t in runnable for _ in range(k)], policy,
                           RolloutConfig(temperature=1.0 if k > 1 else 0.0), None, "default")
-  solved = {t.task_id for t in trajectories if t.reward >= 1.0}
+  solved = {t.task_id for t in trajectories if t.outcome >= 1.0}
   kept = [task for task in tasks if task["id"] in solved]
   return kept, len(tasks) - len(kept)
 
@@ -146,7 +146,8 @@ def synthesize(config: SynthConfig) -> dict[str, Any]:
     count = math.ceil(config.tasks * CANDIDATES_PER_TASK)
     tasks_key = digest(env_key, count)
     candidates = cache.run(domain, "tasks", tasks_key, lambda: (
-        config.llm.candidates(description, environment, count, config.seed, ledger)
+        config.llm.candidates(description, environment, count, config.seed, ledger,
+                              config.progress)
         if config.llm else offline_candidates(description, environment, count, config.seed,
                                               config.progress)))
     verify_key = digest(tasks_key, "verify")

@@ -115,6 +115,7 @@ class Composer:
     for _ in range(depth):
       if not self._evolve(draft, db, rng):
         break
+    draft.constraints = [_constraint(db, **c["arguments"]) for c in draft.constraints]
     return draft
 
   def _evolve(self, draft: Draft, db: Database, rng: random.Random) -> bool:
@@ -153,9 +154,16 @@ class Composer:
     if not changed:
       return None
     table, key, field = rng.choice(changed)
-    value = db.data[table][key][field]
-    return {"env_type": "assistant", "func_name": ASSERT_FIELD, "assert_value": True,
-            "arguments": {"table": table, "key": key, "field": field, "expected": value},
-            "message": f"Make sure that the {field.replace('_', ' ')} of {key} ends up as"
-                       f" {say(value)}."}
+    return _constraint(db, table, key, field)
+
+
+def _constraint(db: Database, table: str, key: str, field: str,
+                expected: Any = None) -> dict[str, Any]:
+  """The assertion that `field` of row `key` ends as it is in `db`: made again once the chain is
+  complete, since a step added later may change the field again."""
+  value = db.data[table][key][field]
+  return {"env_type": "assistant", "func_name": ASSERT_FIELD, "assert_value": True,
+          "arguments": {"table": table, "key": key, "field": field, "expected": value},
+          "message": f"Make sure that the {field.replace('_', ' ')} of {key} ends up as"
+                     f" {say(value)}."}
 

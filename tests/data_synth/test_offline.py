@@ -110,3 +110,11 @@ def test_cli_synth_offline_writes_the_contract(tmp_path):
 def test_a_directory_without_a_tool_spec_is_refused(tmp_path):
   with pytest.raises(ConfigError, match="has no tools.json"):
     Tau2Environment(Settings(domain=str(tmp_path), split="base"))
+
+
+def test_pass_at_k_plays_the_tasks_with_a_policy(tmp_path, small_description):
+  stats = synthesize(SynthConfig(out=tmp_path / "out", tasks=6, domains=(str(small_description),),
+                                 progress=False, pass_k=2, pass_policy="gold"))
+  (row,) = stats["domains"]
+  assert row["dropped"]["pass_at_2"] == 0 and row["tasks"] == 6  # gold solves every kept task
+  assert any(u["stage"] == "pass_at_2" for u in stats["usage"])
