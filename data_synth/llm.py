@@ -16,12 +16,13 @@ import dataclasses
 import json
 import random
 import re
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from tqdm import tqdm
 
 from data_synth.fake_db import reference_order
-from data_synth.stages import Ledger
+from data_synth.stages import Ledger, digest, write_atomic
 from data_synth.tasks import INTENT_SIZES
 from toolorch_jax.config import ConfigError
 from toolorch_jax.envs.tau2.db import Database
@@ -34,6 +35,7 @@ from toolorch_jax.tools.llm_expert import LLMExpert, LLMExpertSettings
 from toolorch_jax.tools.pricing import Price
 
 Check = Callable[[Any], list[str]]
+CHUNK_ROWS = 5  # rows per table shown to the LLM with one intent
 SYSTEM = ("You build a synthetic customer-service domain for training tool-using agents."
           " Stage: {stage}. Answer with one JSON value only, no prose.")
 
@@ -50,6 +52,7 @@ class LLMSource:
   fingerprint_: tuple[str, str]
   concurrency: int = 8
   repairs: int = 1  # retries with the error before an answer is dropped
+  answers_dir: Path | None = None  # where answers are kept for reuse (the pipeline sets it)
 
   @classmethod
   def from_args(cls, base_url: str | None, model: str, api_key_env: str = "",
@@ -75,16 +78,12 @@ class LLMSource:
     messages = [{"role": "system", "content": SYSTEM.format(stage=stage)},
                 {"role": "user", "content": prompt}]
     for attempt in range(self.repairs + 1):
-      async with limit:
-        result = await self.expert.call({"messages": messages}, ToolContext(episode_id=stage))
-      meta = result.metadata
-      ledger.add(domain, stage, calls=1, cost_usd=result.cost_usd,
-                 input_tokens=meta.get("input_tokens", 0), output_tokens=meta.get("output_tokens", 0))
-      if not result.ok:
+      text = await self._complete(domain, stage, messages, ledger, limit)
+      if text is None:
         ledger.add(domain, stage, dropped=1)
         return None
       try:
-        value = _json(result.text)
+        value = _json(text)
         problems = check(value)
       except json.JSONDecodeError as err:
         value, problems = None, [f"not valid JSON: {err}"]
@@ -92,11 +91,30 @@ class LLMSource:
         return value
       if attempt < self.repairs:
         ledger.add(domain, stage, repairs=1)
-        messages += [{"role": "assistant", "content": result.text},
+        messages += [{"role": "assistant", "content": text},
                      {"role": "user", "content": "That answer was rejected: " + "; ".join(problems[:5])
                       + ". Answer again with the corrected JSON only."}]
     ledger.add(domain, stage, dropped=1)
     return None
+
+  async def _complete(self, domain: str, stage: str, messages: list[dict[str, str]],
+                      ledger: Ledger, limit: asyncio.Semaphore) -> str | None:
+    """The endpoint's answer to `messages`, stored under `answers_dir` by a digest of the model
+    and the messages: a rerun after an interruption reuses answers already paid for."""
+    path = self.answers_dir / f"{digest(self.fingerprint_, messages)}.txt" if self.answers_dir else None
+    if path is not None and path.is_file():
+      ledger.add(domain, stage, reused=1)
+      return path.read_text(encoding="utf-8")
+    async with limit:
+      result = await self.expert.call({"messages": messages}, ToolContext(episode_id=stage))
+    meta = result.metadata
+    ledger.add(domain, stage, calls=1, cost_usd=result.cost_usd,
+               input_tokens=meta.get("input_tokens", 0), output_tokens=meta.get("output_tokens", 0))
+    if not result.ok:
+      return None
+    if path is not None:
+      write_atomic(path, result.text)
+    return result.text
 
   # -- environment: schema, entries, tools ---------------------------------------------------
   def environment(self, description: Mapping[str, Any], ledger: Ledger) -> dict[str, Any]:
@@ -194,11 +212,13 @@ class LLMSource:
 
     bar = tqdm(total=len(intents), desc=f"{domain_name}: tasks", disable=not progress)
 
+    chunks = [_chunk(environment["db"], rng) for _ in intents]
+
     async def one(i: int, intent: tuple[str, ...]) -> dict[str, Any] | None:
       answer = await self.ask(domain_name, "tasks", (
-          f"Using the tools {list(intent)} on this database, write one customer request as"
-          " {ticket, actions: [{name, arguments}], communicate_info: [values the agent must"
-          " say]}: " + json.dumps(environment["db"])[:20000]), check_task, ledger, limit)
+          f"Request {i}. Using the tools {list(intent)} on rows of this database chunk, write one"
+          " customer request as {ticket, actions: [{name, arguments}], communicate_info: [values"
+          " the agent must say]}: " + json.dumps(chunks[i])), check_task, ledger, limit)
       bar.update()
       if answer is None:
         return None
@@ -207,6 +227,13 @@ class LLMSource:
     made = await asyncio.gather(*(one(i, intent) for i, intent in enumerate(intents)))
     bar.close()
     return [task for task in made if task is not None]
+
+
+def _chunk(db: Mapping[str, Any], rng: random.Random, rows: int = CHUNK_ROWS) -> dict[str, Any]:
+  """A few random rows per table: the part of the database one task is written about."""
+  return {table: {key: entries[key] for key in sorted(rng.sample(sorted(entries),
+                                                                 min(rows, len(entries))))}
+          for table, entries in db.items()}
 
 
 def _without_example(tool: Mapping[str, Any]) -> dict[str, Any]:

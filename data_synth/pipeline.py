@@ -130,15 +130,15 @@ def synthesize(config: SynthConfig) -> dict[str, Any]:
   `out/stats.md`; returns the stats."""
   ledger = Ledger()
   cache = StageCache(config.out / ".cache", ledger)
+  llm = config.llm and dataclasses.replace(config.llm, answers_dir=config.out / ".cache" / "llm")
   rows, lines = [], []
   for name in config.domains:
     description = _description(name)
     domain = description["domain"]
-    mode = "llm" if config.llm else "offline"
-    env_key = digest(VERSION, mode, descriptions.digest(description), config.seed,
-                     config.llm.fingerprint() if config.llm else None)
+    env_key = digest(VERSION, descriptions.digest(description), config.seed,
+                     llm.fingerprint() if llm else "offline")
     environment = cache.run(domain, "environment", env_key, lambda: (
-        config.llm.environment(description, ledger) if config.llm
+        llm.environment(description, ledger) if llm
         else offline_environment(description, config.seed)))
     problems = db_problems(environment["spec"], environment["db"])
     if problems:
@@ -146,9 +146,9 @@ def synthesize(config: SynthConfig) -> dict[str, Any]:
     count = math.ceil(config.tasks * CANDIDATES_PER_TASK)
     tasks_key = digest(env_key, count)
     candidates = cache.run(domain, "tasks", tasks_key, lambda: (
-        config.llm.candidates(description, environment, count, config.seed, ledger,
+        llm.candidates(description, environment, count, config.seed, ledger,
                               config.progress)
-        if config.llm else offline_candidates(description, environment, count, config.seed,
+        if llm else offline_candidates(description, environment, count, config.seed,
                                               config.progress)))
     verify_key = digest(tasks_key, "verify")
     verified = cache.run(domain, "verify", verify_key, lambda: _verify(environment, candidates))

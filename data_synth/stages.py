@@ -40,6 +40,7 @@ class Usage:
   cost_usd: float = 0.0
   repairs: int = 0
   dropped: int = 0  # answers (or entries, tools) dropped after the repairs
+  reused: int = 0  # answers read back from an earlier, interrupted run instead of asked again
   cached: bool = False
 
 

@@ -75,7 +75,7 @@ def markdown(stats: Mapping[str, Any]) -> str:
   lines += [f"| {k} | {_WHY.get(k, 'no attempt of the policy solved it')} | "
             + " | ".join(str(r["dropped"].get(k, 0)) for r in rows) + " |" for k in reasons]
   ucols = ("domain", "stage", "calls", "input_tokens", "output_tokens", "cost_usd", "repairs",
-           "dropped", "cached")
+           "dropped", "reused", "cached")
   lines += ["", "## Spent per stage", "", "| " + " | ".join(ucols) + " |", "|" + "---|" * len(ucols)]
   lines += ["| " + " | ".join(str(u[c]) for c in ucols) + " |" for u in stats["usage"]]
   return "\n".join(lines) + "\n"

@@ -145,3 +145,17 @@ def test_no_valid_schema_writes_nothing(tmp_path, server):
   with pytest.raises(ConfigError, match="no valid schema from the LLM; nothing written"):
     synthesize(_config(tmp_path, server))
   assert not (tmp_path / "out" / "notes").exists()
+
+
+def test_a_rerun_reuses_the_answers_already_paid_for(tmp_path, server):
+  config = _config(tmp_path, server)
+  asked = sum(u["calls"] for u in synthesize(config)["usage"])
+  tasks = (tmp_path / "out" / "notes" / "tasks.json").read_bytes()
+  for stage in (tmp_path / "out" / ".cache" / "notes").glob("*.json"):
+    stage.unlink()  # as if the run had stopped before any stage was stored
+  Replay.answers, Replay.seen = {}, []
+  stats = synthesize(config)
+  assert Replay.seen == []  # not one request: every answer came from the answer store
+  assert sum(u["calls"] for u in stats["usage"]) == 0
+  assert sum(u["reused"] for u in stats["usage"]) == asked == 14
+  assert (tmp_path / "out" / "notes" / "tasks.json").read_bytes() == tasks
