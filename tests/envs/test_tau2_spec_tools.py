@@ -85,3 +85,12 @@ def test_db_problems_find_broken_references_and_types():
   assert db_problems(SPEC, db) == [
       "items['I0001'].stock: expected integer, got str",
       "orders['O0007'].item_id: 'I0404' is not an id of table 'items'"]
+
+
+def test_a_hand_written_domain_is_still_taken_by_module_attr():
+  from toolorch_jax.envs.tau2.env import Settings, Tau2Environment
+
+  env = Tau2Environment(Settings(domain="toolorch_jax.envs.tau2.mock_tools:MOCK"))
+  assert env.domain.name == "mock" and len(env.tasks()) == 7
+  with pytest.raises(ConfigError, match="not a τ² Domain"):
+    Tau2Environment(Settings(domain="toolorch_jax.envs.tau2.mock_tools:STATUSES"))

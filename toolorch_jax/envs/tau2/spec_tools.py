@@ -24,6 +24,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
@@ -329,8 +330,8 @@ def build_domain(spec: Mapping[str, Any]) -> Domain:
 
 
 def is_domain_dir(name: str) -> bool:
-  """`settings.domain` names a directory (a path) rather than a built-in domain."""
-  return "/" in name or Path(name).is_dir()
+  """`settings.domain` is a path (it has a separator: `runs/synth/bank`, `./bank`), not a name."""
+  return "/" in name or os.sep in name
 
 
 @functools.lru_cache(maxsize=32)
