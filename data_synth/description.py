@@ -21,7 +21,6 @@ from toolorch_jax.envs.tau2 import spec_tools
 DOMAINS_DIR = Path(__file__).parent / "domains"
 SHIPPED = ("bank", "clinic", "library")
 GENERATION_KEYS = ("sample", "ask", "tell")
-FAKE_KEYS = ("fake", "pattern", "choices", "range", "decimals", "date", "enum", "rows")
 
 _RULE = {"type": "object", "additionalProperties": False, "properties": {
     "from": {"type": "string"}, "where": {"type": "string"}, "field": {"type": "string"},

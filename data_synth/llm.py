@@ -75,7 +75,7 @@ class LLMSource:
   async def ask(self, domain: str, stage: str, prompt: str, check: Check, ledger: Ledger,
                 limit: asyncio.Semaphore) -> Any | None:
     """A checked JSON answer, after up to `repairs` retries with the error; None when dropped."""
-    messages = [{"role": "system", "content": SYSTEM.format(stage=stage)},
+    messages = [{"role": "system", "content": SYSTEM.format(stage=stage.split(":")[-1])},
                 {"role": "user", "content": prompt}]
     for attempt in range(self.repairs + 1):
       text = await self._complete(domain, stage, messages, ledger, limit)
@@ -123,12 +123,13 @@ class LLMSource:
   async def _environment(self, description: Mapping[str, Any], ledger: Ledger) -> dict[str, Any]:
     domain, limit = description["domain"], asyncio.Semaphore(self.concurrency)
     base = {"domain": domain, "clock": description["clock"]}
+    # The tables are checked as a spec's tables: a spec needs a tool, so a trivial one stands in.
     probe = {"name": "probe", "description": "x", "parameters": {}, "returns": "now"}
 
     def check_tables(tables: Any) -> list[str]:
       return spec_problems({**base, "tables": tables, "tools": [probe]})
 
-    tables = await self.ask(domain, "schema", (
+    tables = await self.ask(domain, "environment:schema", (
         f"Domain: {description['title']}. Rules: {' '.join(description['rules'])}\n"
         "Give the database schema as an object: table name -> {key, id_prefix (1-4 capitals),"
         " fields: field -> {type: string|integer|number|boolean, optional enum, optional ref}}."
@@ -139,7 +140,7 @@ class LLMSource:
     spec = {**base, "tables": tables, "tools": [probe]}
     db: dict[str, dict[str, Any]] = {name: {} for name in tables}
     for name in reference_order(tables):
-      rows = await self.ask(domain, "entries", (
+      rows = await self.ask(domain, "environment:entries", (
           f"Write 5 to 20 rows of table '{name}' as a JSON list of objects with exactly the"
           f" fields {json.dumps(tables[name]['fields'])}; ids {tables[name]['id_prefix']}0001,"
           f" ...; references must be ids of: "
@@ -149,7 +150,7 @@ class LLMSource:
         row_id = row.get(tables[name]["key"]) if isinstance(row, dict) else None
         view = {**db, name: {**db[name], str(row_id): row}}
         if not isinstance(row_id, str) or row_problems(spec, view, name, row_id, row):
-          ledger.add(domain, "entries", dropped=1)  # inconsistent with the schema or references
+          ledger.add(domain, "environment:entries", dropped=1)  # inconsistent with the schema or references
           continue
         db[name][row_id] = row
 
@@ -159,7 +160,7 @@ class LLMSource:
       bare = [_without_example(t) if isinstance(t, dict) else t for t in tools]
       return spec_problems({**base, "tables": tables, "tools": bare})
 
-    tools = await self.ask(domain, "tools", (
+    tools = await self.ask(domain, "environment:tools", (
         "Propose the frequently used tools as a JSON list of declarative tool specs (name,"
         " description, parameters, load, require, search, create, update, returns), each with an"
         " 'example' object of arguments that works on this database: "
@@ -179,7 +180,7 @@ class LLMSource:
     errors = replay(built.bind(Database(json.loads(json.dumps(db)))),
                     [(tool["name"], tool.get("example", {}))])
     if errors:
-      ledger.add(domain, "tools", dropped=1)
+      ledger.add(domain, "environment:tools", dropped=1)
     return not errors
 
   # -- tasks ---------------------------------------------------------------------------------

@@ -64,18 +64,20 @@ class StageCache:
     self.root, self.ledger = root, ledger
 
   def run(self, domain: str, stage: str, key: str, compute: Callable[[], Any]) -> Any:
-    """`compute()`, or its stored value when `key` matches what was stored for the stage."""
+    """`compute()`, or its stored value when `key` matches what was stored for the stage. The
+    usage of the stage and of its parts (`stage:part`, e.g. `environment:schema`) is stored with
+    it and restored, marked cached."""
     path = self.root / domain / f"{stage}.json"
     if path.is_file():
       stored = json.loads(path.read_text(encoding="utf-8"))
       if stored.get("key") == key:
-        usage = self.ledger.usage[(domain, stage)]
-        for name, value in stored.get("usage", {}).items():
-          setattr(usage, name, value)
-        usage.cached = True
+        for name, amounts in stored.get("usage", {}).items():
+          self.ledger.usage[(domain, name)] = Usage(**{**amounts, "cached": True})
         return stored["value"]
+    self.ledger.usage[(domain, stage)] = Usage()
     value = compute()
-    usage = dataclasses.asdict(self.ledger.usage[(domain, stage)])
+    usage = {name: dataclasses.asdict(u) for (d, name), u in self.ledger.usage.items()
+             if d == domain and (name == stage or name.startswith(stage + ":"))}
     write_atomic(path, json.dumps({"key": key, "usage": usage, "value": value},
                                   ensure_ascii=False))
     return value

@@ -122,12 +122,12 @@ def _config(tmp_path, url, tasks=5):
 def test_llm_mode_repairs_or_drops_and_counts(tmp_path, server):
   stats = synthesize(_config(tmp_path, server))  # 5 tasks wanted: 6 intents asked for
   usage = {u["stage"]: u for u in stats["usage"]}
-  assert (usage["schema"]["repairs"], usage["schema"]["dropped"]) == (1, 0)  # malformed JSON
-  assert usage["entries"]["dropped"] == 1  # the note in a notebook that does not exist
-  assert (usage["tools"]["repairs"], usage["tools"]["dropped"]) == (1, 1)  # schema; smoke test
+  assert (usage["environment:schema"]["repairs"], usage["environment:schema"]["dropped"]) == (1, 0)  # malformed JSON
+  assert usage["environment:entries"]["dropped"] == 1  # the note in a notebook that does not exist
+  assert (usage["environment:tools"]["repairs"], usage["environment:tools"]["dropped"]) == (1, 1)  # schema; smoke test
   assert usage["tasks"]["repairs"] == 2 and usage["tasks"]["dropped"] == 1  # gold raised, not JSON
-  assert usage["tasks"]["calls"] == 8 and usage["schema"]["input_tokens"] == 200
-  assert usage["schema"]["cost_usd"] == pytest.approx(2 * (100e-6 + 20e-6))
+  assert usage["tasks"]["calls"] == 8 and usage["environment:schema"]["input_tokens"] == 200
+  assert usage["environment:schema"]["cost_usd"] == pytest.approx(2 * (100e-6 + 20e-6))
   (row,) = stats["domains"]
   assert row["dropped"]["duplicate_actions"] == 1 and row["dropped"]["noop_succeeds"] == 1
   assert row["tasks"] == 3 and row["tools"] == 2 and row["entries"] == 4
@@ -158,4 +158,5 @@ def test_a_rerun_reuses_the_answers_already_paid_for(tmp_path, server):
   assert Replay.seen == []  # not one request: every answer came from the answer store
   assert sum(u["calls"] for u in stats["usage"]) == 0
   assert sum(u["reused"] for u in stats["usage"]) == asked == 14
+  assert all(u["cached"] for u in synthesize(config)["usage"])  # a third run: every stage stored
   assert (tmp_path / "out" / "notes" / "tasks.json").read_bytes() == tasks
