@@ -105,7 +105,8 @@ class Tau2Episode(Episode):
 
 
 class Tau2Environment(Environment):
-  """A τ² domain read from the data directory (`tau2/domains/<domain>/`), our tools on its db.
+  """A τ² domain read from the data directory (`tau2/domains/<domain>/`), our tools on its db; or
+  a domain directory by path, its tools from its declarative spec (`resolve_domain`).
 
   Solo mode runs the tasks that have a ticket and no prior conversation; the others need τ²'s user
   simulator and are listed in `skipped` with the reason.
