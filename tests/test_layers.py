@@ -30,10 +30,10 @@ def module_name(path: pathlib.Path, package_dir: pathlib.Path) -> str:
   return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph(package_dir: pathlib.Path) -> dict[str, set[str]]:
-  """Module -> the package's modules it imports (a name imported from a package that is itself a
-  submodule counts as that submodule)."""
-  root = package_dir.name
+def import_graph(package_dir: pathlib.Path, root: str | None = None) -> dict[str, set[str]]:
+  """Module -> the modules of package `root` (default: this package) it imports (a name imported
+  from a package that is itself a submodule counts as that submodule)."""
+  root = root or package_dir.name
   files = {module_name(p, package_dir): p for p in package_dir.rglob("*.py")}
   graph = {}
   for name, path in files.items():
@@ -103,6 +103,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 PACKAGE = pathlib.Path(toolorch_jax.__file__).parent
+# data_synth/ (ToolScale synthesis) is a top-level package beside this one: it may import any of
+# toolorch_jax but its cli, and only toolorch_jax's cli may import it.
+SYNTH = PACKAGE.parent / "data_synth"
 
 
 def test_every_part_of_the_package_has_a_layer():
@@ -135,3 +138,13 @@ def test_the_checks_catch_an_upward_import_and_a_cycle(tmp_path):
   assert upward_imports(graph, layers) == [
       "toolorch_jax.config imports toolorch_jax.rl.trainer (config is not above rl)"]
   assert cycles(graph) == [["toolorch_jax.rl.report", "toolorch_jax.rl.trainer"]]
+
+
+def test_data_synth_sits_above_every_layer_but_cli():
+  imports_synth = import_graph(PACKAGE, "data_synth")
+  assert sorted(m for m, targets in imports_synth.items() if targets and layer_of(m) != "cli") == []
+  assert any(imports_synth[m] for m in imports_synth if layer_of(m) == "cli")  # `toolorch synth`
+  synth_imports = import_graph(SYNTH, ROOT)
+  assert any(synth_imports.values())
+  assert sorted(f"{m} imports {t}" for m, ts in synth_imports.items() for t in ts
+                if layer_of(t) == "cli") == []

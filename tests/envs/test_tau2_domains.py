@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from toolorch_jax.datadir import data_file
 from toolorch_jax.envs.tau2.airline import AIRLINE
 from toolorch_jax.envs.tau2.data import read_db
 from toolorch_jax.envs.tau2.db import Database
@@ -17,12 +18,12 @@ from toolorch_jax.envs.tau2.toolkit import attempt
 
 @pytest.fixture(scope="module")
 def airline_db():
-  return Database(read_db("tau2/domains/airline/db.json"))
+  return Database(read_db(data_file("tau2/domains/airline/db.json")))
 
 
 @pytest.fixture(scope="module")
 def retail_db():
-  return Database(read_db("tau2/domains/retail/db.json"))
+  return Database(read_db(data_file("tau2/domains/retail/db.json")))
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import tomllib
+from pathlib import Path
 from typing import Any, Mapping
 
 from toolorch_jax.config import ConfigError
@@ -162,57 +163,65 @@ def parse_task(raw: Any, where: str) -> Tau2Task:
       _get(init_data, "user_data", dict, f"{in_state}.initialization_data", None))
 
 
-def _read_json(relative: str) -> Any:
-  path = data_file(relative, "env.settings.domain")
+def _domain_file(name: str, folder: Path | None, relative: str) -> Path:
+  """`relative` in the domain directory `folder`, or in `tau2/domains/<name>/` of the data dir."""
+  if folder is None:
+    return data_file(f"tau2/domains/{name}/{relative}", "env.settings.domain")
+  path = folder / relative
+  if not path.is_file():
+    raise ConfigError(f"env.settings.domain: file not found: {path}")
+  return path
+
+
+def _read_json(path: Path) -> Any:
   try:
     return json.loads(path.read_text(encoding="utf-8"))
   except (json.JSONDecodeError, UnicodeDecodeError) as err:
     raise ConfigError(f"{path}: not valid JSON: {err}") from None
 
 
-def read_db(relative: str) -> dict[str, Any]:
+def read_db(path: Path) -> dict[str, Any]:
   """A domain database, JSON or TOML by its suffix, as one object."""
-  if not relative.endswith(".toml"):
-    db = _read_json(relative)
+  if path.suffix != ".toml":
+    db = _read_json(path)
   else:
-    path = data_file(relative, "env.settings.domain")
     try:
       db = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
       raise ConfigError(f"{path}: not valid TOML: {err}") from None
   if not isinstance(db, dict):
-    raise ConfigError(f"{relative}: expected an object, got {type(db).__name__}")
+    raise ConfigError(f"{path}: expected an object, got {type(db).__name__}")
   return db
 
 
 POLICY_PARTS = ("main_policy", "tech_support_policy")  # τ²'s tags of a policy in two files
 
 
-def read_policy(folder: str, files: str) -> str:
-  """One policy file, or two joined by "+" (telecom's main and tech-support policies) in τ²'s
-  layout: each part inside its tag."""
-  parts = [data_file(f"{folder}/{name}", "env.settings.domain").read_text(encoding="utf-8")
-           for name in files.split("+")]
+def read_policy(paths: list[Path]) -> str:
+  """One policy file, or two (telecom's main and tech-support policies) in τ²'s layout: each part
+  inside its tag."""
+  parts = [path.read_text(encoding="utf-8") for path in paths]
   if len(parts) == 1:
     return parts[0]
   if len(parts) != len(POLICY_PARTS):
-    raise ConfigError(f"{folder}: policy '{files}': one file, or two joined by '+'")
+    raise ConfigError(f"{paths[0].parent}: a policy is one file, or two joined by '+'")
   return "\n".join(f"<{tag}>\n{text}\n</{tag}>" for tag, text in zip(POLICY_PARTS, parts))
 
 
 def load_domain(name: str, policy_file: str, db_file: str = "db.json",
-                user_db_file: str | None = None) -> DomainData:
-  """`tau2/domains/<name>/` of the data directory; `policy_file` picks e.g. the solo policy."""
-  folder = f"tau2/domains/{name}"
-  db = read_db(f"{folder}/{db_file}")
-  user_db = read_db(f"{folder}/{user_db_file}") if user_db_file else None
-  raw_tasks = _read_json(f"{folder}/tasks.json")
+                user_db_file: str | None = None, folder: Path | None = None) -> DomainData:
+  """`tau2/domains/<name>/` of the data directory, or the domain directory `folder` (e.g. one
+  `toolorch synth` wrote); `policy_file` picks e.g. the solo policy ("a.md+b.md": two parts)."""
+  where = str(folder) if folder is not None else f"tau2/domains/{name}"
+  db = read_db(_domain_file(name, folder, db_file))
+  user_db = read_db(_domain_file(name, folder, user_db_file)) if user_db_file else None
+  raw_tasks = _read_json(_domain_file(name, folder, "tasks.json"))
   if not isinstance(raw_tasks, list):
-    raise ConfigError(f"{folder}/tasks.json: expected a JSON list, got {type(raw_tasks).__name__}")
-  tasks = tuple(parse_task(raw, f"{folder}/tasks.json[{i}]") for i, raw in enumerate(raw_tasks))
-  splits = _read_json(f"{folder}/split_tasks.json")
+    raise ConfigError(f"{where}/tasks.json: expected a JSON list, got {type(raw_tasks).__name__}")
+  tasks = tuple(parse_task(raw, f"{where}/tasks.json[{i}]") for i, raw in enumerate(raw_tasks))
+  splits = _read_json(_domain_file(name, folder, "split_tasks.json"))
   if not (isinstance(splits, dict) and all(isinstance(ids, list) for ids in splits.values())):
-    raise ConfigError(f"{folder}/split_tasks.json: expected an object of split name -> task ids")
-  policy = read_policy(folder, policy_file)
+    raise ConfigError(f"{where}/split_tasks.json: expected an object of split name -> task ids")
+  policy = read_policy([_domain_file(name, folder, part) for part in policy_file.split("+")])
   return DomainData(name, db, policy, tasks, {split: tuple(ids) for split, ids in splits.items()},
                     user_db)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from pathlib import Path
 from typing import Any, Sequence
 
-from toolorch_jax.config import ConfigError
+from toolorch_jax.config import ConfigError, load_object
 from toolorch_jax.data.task import Task
 from toolorch_jax.envs.base import Environment, Episode, Script
 from toolorch_jax.envs.tau2 import scoring
@@ -21,6 +22,7 @@ from toolorch_jax.envs.tau2.data import Tau2Task, load_domain
 from toolorch_jax.envs.tau2.db import Database
 from toolorch_jax.envs.tau2.domains import DOMAINS
 from toolorch_jax.envs.tau2.gold import gold_script
+from toolorch_jax.envs.tau2.spec_tools import is_domain_dir, load_spec_domain
 from toolorch_jax.envs.tau2.toolkit import DONE, DONE_SCHEMA, Domain, Sides
 from toolorch_jax.tools.base import ToolCall, ToolContext, ToolError, ToolResult
 
@@ -34,6 +36,23 @@ SOLO_INSTRUCTIONS = (
 class Settings:
   domain: str = "mock"
   split: str = "base"  # a key of the domain's split_tasks.json
+
+
+def resolve_domain(name: str) -> tuple[Domain, Path | None]:
+  """`settings.domain`: a built-in domain (files from the data directory), a domain directory
+  with a declarative tool spec (a path, e.g. one `toolorch synth` wrote; files from there), or a
+  hand-written `Domain` as `module:attr` (files from the data directory, by its name)."""
+  if is_domain_dir(name):
+    return load_spec_domain(name), Path(name)
+  if ":" in name:
+    domain = load_object(name, "env.settings.domain")
+    if not isinstance(domain, Domain):
+      raise ConfigError(f"env.settings.domain: '{name}' is {domain!r}, not a τ² Domain")
+    return domain, None
+  if name not in DOMAINS:
+    raise ConfigError(f"env.settings.domain: τ² domain '{name}' is not implemented yet;"
+                      f" implemented: {sorted(DOMAINS)}, a domain directory, or module:attr")
+  return DOMAINS[name], None
 
 
 class Tau2Episode(Episode):
@@ -97,7 +116,8 @@ class Tau2Episode(Episode):
 
 
 class Tau2Environment(Environment):
-  """A τ² domain read from the data directory (`tau2/domains/<domain>/`), our tools on its db.
+  """A τ² domain read from the data directory (`tau2/domains/<domain>/`), our tools on its db; or
+  a domain directory by path, its tools from its declarative spec (`resolve_domain`).
 
   Solo mode runs the tasks that have a ticket and no prior conversation; the others need τ²'s user
   simulator and are listed in `skipped` with the reason.
@@ -108,12 +128,9 @@ class Tau2Environment(Environment):
 
   def __init__(self, settings: Settings | None = None):
     self.settings = settings or Settings()
-    if self.settings.domain not in DOMAINS:
-      raise ConfigError(f"env.settings.domain: τ² domain '{self.settings.domain}' is not"
-                        f" implemented yet; implemented: {sorted(DOMAINS)}")
-    self.domain = DOMAINS[self.settings.domain]
+    self.domain, folder = resolve_domain(self.settings.domain)
     data = load_domain(self.domain.name, self.domain.solo_policy or self.domain.policy,
-                       self.domain.db_file, self.domain.user_db_file)
+                       self.domain.db_file, self.domain.user_db_file, folder)
     for table in self.domain.tables:
       if not isinstance(data.db.get(table), (dict, list)):
         raise ConfigError(f"tau2/domains/{data.name}/{self.domain.db_file}: '{table}' must be an"
