@@ -18,12 +18,12 @@ from toolorch_jax.envs.tau2.toolkit import attempt
 
 @pytest.fixture(scope="module")
 def airline_db():
-  return Database(read_db(data_file("tau2/domains/airline/db.json")))
+  return Database(read_db(data_file("tau2/domains/airline/db.json", "test")))
 
 
 @pytest.fixture(scope="module")
 def retail_db():
-  return Database(read_db(data_file("tau2/domains/retail/db.json")))
+  return Database(read_db(data_file("tau2/domains/retail/db.json", "test")))
 
 
 @pytest.fixture
