@@ -65,6 +65,8 @@ class Tau2Task:
   agent_data: Mapping[str, Any] | None  # initial_state.initialization_data.agent_data
   init_actions: tuple[EnvCall, ...]
   message_history: tuple[Mapping[str, Any], ...]
+  user_scenario: Mapping[str, Any] | None = None  # persona and instructions of the simulated user
+  user_data: Mapping[str, Any] | None = None  # initial_state.initialization_data.user_data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +155,9 @@ def parse_task(raw: Any, where: str) -> Tau2Task:
       _get(init_data, "agent_data", dict, f"{in_state}.initialization_data", None),
       tuple(_env_call(a, f"{in_state}.initialization_actions[{i}]")
             for i, a in enumerate(init_actions)),
-      tuple(_list(state, "message_history", in_state) or []))
+      tuple(_list(state, "message_history", in_state) or []),
+      _get(raw, "user_scenario", dict, where, None),
+      _get(init_data, "user_data", dict, f"{in_state}.initialization_data", None))
 
 
 def _read_json(relative: str) -> Any:
@@ -164,12 +168,18 @@ def _read_json(relative: str) -> Any:
     raise ConfigError(f"{path}: not valid JSON: {err}") from None
 
 
-def load_domain(name: str, policy_file: str) -> DomainData:
+def read_db(relative: str) -> dict[str, Any]:
+  """A JSON database file of the data directory (an object of tables)."""
+  db = _read_json(relative)
+  if not isinstance(db, dict):
+    raise ConfigError(f"{relative}: expected a JSON object, got {type(db).__name__}")
+  return db
+
+
+def load_domain(name: str, policy_file: str, db_file: str = "db.json") -> DomainData:
   """`tau2/domains/<name>/` of the data directory; `policy_file` picks e.g. the solo policy."""
   folder = f"tau2/domains/{name}"
-  db = _read_json(f"{folder}/db.json")
-  if not isinstance(db, dict):
-    raise ConfigError(f"{folder}/db.json: expected a JSON object, got {type(db).__name__}")
+  db = read_db(f"{folder}/{db_file}")
   raw_tasks = _read_json(f"{folder}/tasks.json")
   if not isinstance(raw_tasks, list):
     raise ConfigError(f"{folder}/tasks.json: expected a JSON list, got {type(raw_tasks).__name__}")

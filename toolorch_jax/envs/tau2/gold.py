@@ -40,3 +40,24 @@ def gold_script(spec: Tau2Task, grouped: bool = False) -> Script:
   say = "\n".join(criteria.communicate_info) if criteria else ""
   return replay_script([(a.name, a.arguments) for a in actions], say, grouped)
 
+
+
+def dialogue_script(spec: Tau2Task, grouped: bool = False) -> Script:
+  """The gold with a simulated user: the agent's gold actions (one per turn, or all in the first
+  when `grouped`), then a message saying the task's `communicate_info`, repeated on every later
+  turn while the user goes on (the user's own gold actions are the user's to make)."""
+  criteria = spec.criteria
+  calls = [(a.name, a.arguments) for a in (criteria.actions or ()) if a.requestor == "assistant"] \
+      if criteria else []
+  turns = [list(calls)] if grouped and calls else [[call] for call in calls]
+  say = "\n".join(criteria.communicate_info) if criteria and criteria.communicate_info else \
+      "Your request has been handled."
+
+  def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    index = sum(m["role"] == "assistant" for m in messages) - 1  # the greeting is not a turn
+    if index < len(turns):
+      return {"role": "assistant", "content": "",
+              "tool_calls": [{"name": name, "arguments": dict(args)} for name, args in turns[index]]}
+    return {"role": "assistant", "content": say, "tool_calls": []}
+
+  return script

@@ -53,10 +53,18 @@ class Domain:
   tools: tuple[type[DomainTool], ...]
   assertions: Mapping[str, Assertion]
   tables: tuple[str, ...]  # top-level objects of db.json the tools rely on
-  solo_policy: str = "policy_solo.md"
+  user_tools: tuple[type[DomainTool], ...] = ()  # the user's own (telecom's phone): dual control
+  user_assertions: Mapping[str, Assertion] = dataclasses.field(default_factory=dict)
+  db_file: str = "db.json"
+  user_db_file: str | None = None  # the user's database, when the domain has user tools
+  policy: str = "policy.md"  # the agent's policy with a user simulator
+  solo_policy: str | None = "policy_solo.md"  # None: the domain has no solo mode
 
   def bind(self, db: Database) -> dict[str, DomainTool]:
     return {cls.name: cls(db) for cls in self.tools}
+
+  def bind_user(self, db: Database) -> dict[str, DomainTool]:
+    return {cls.name: cls(db) for cls in self.user_tools}
 
 
 def replay(tools: Mapping[str, DomainTool],
