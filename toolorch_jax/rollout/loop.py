@@ -54,6 +54,9 @@ async def run_episode(policy: Policy, episode: Episode, tokenizer: Tokenizer,
   versions: set[int] = set()
   finish = EpisodeEnd.MAX_TURNS
   for turn_index in range(config.max_turns):
+    if episode.done:  # ended before the policy's first turn (e.g. the simulated user failed)
+      finish = EpisodeEnd.ENV
+      break
     budget = min(config.max_new_tokens, config.max_context - len(transcript.ids))
     if budget <= 0:
       finish = EpisodeEnd.CONTEXT
@@ -87,10 +90,11 @@ async def run_episode(policy: Policy, episode: Episode, tokenizer: Tokenizer,
     if not parsed.tool_calls and not parsed.errors:
       reply = None if episode.done else await episode.reply(parsed.content, context)
       _count_user(trajectory, reply)
+      if reply is not None:
+        record.user = reply.text
       if reply is None or episode.done:
         finish = EpisodeEnd.ENV if episode.done else EpisodeEnd.NO_TOOL_CALL
         break
-      record.user = reply.text  # the user's message is the next turn the policy reads
       messages.append({"role": "user", "content": reply.text})
       transcript.append_user(reply.text)
       logprobs += [0.0] * (len(transcript.ids) - len(logprobs))

@@ -31,8 +31,9 @@ Call = tuple[str, Mapping[str, Any]]
 def _assertion(domain: Domain, db: Database, assertion: EnvCall) -> dict[str, Any]:
   check = {"func_name": assertion.func_name, "arguments": dict(assertion.arguments), "met": False,
            "error": None}
+  functions = domain.user_assertions if assertion.env_type == "user" else domain.assertions
   try:
-    value = domain.assertions[assertion.func_name](db, assertion.arguments)
+    value = functions[assertion.func_name](db, assertion.arguments)
     check["met"] = value == assertion.assert_value
   except (ToolError, KeyError) as err:  # e.g. the task it asks about was never created
     check["error"] = f"{type(err).__name__}: {err}"
@@ -51,12 +52,14 @@ def _environment(domain: Domain, criteria: Criteria, initial: Database, calls: S
   replay(domain.bind(predicted), calls)
   gold_errors = replay(domain.bind(gold), _gold_calls(criteria, "assistant"))
   match = predicted.hash() == gold.hash()
+  user_predicted = None
   if user_initial is not None:
     user_predicted, user_gold = user_initial.copy(), user_initial.copy()
     replay(domain.bind_user(user_predicted), user_calls)
     gold_errors += replay(domain.bind_user(user_gold), _gold_calls(criteria, "user"))
     match = match and user_predicted.hash() == user_gold.hash()
-  assertions = [_assertion(domain, predicted, a) for a in criteria.env_assertions or ()]
+  assertions = [_assertion(domain, user_predicted if a.env_type == "user" else predicted, a)
+                for a in criteria.env_assertions or ()]
   return {"db_match": match, "gold_errors": gold_errors, "env_assertions": assertions}
 
 
