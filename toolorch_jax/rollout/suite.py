@@ -101,7 +101,7 @@ def run_suite(suite: SuiteConfig, play: Play, out_dir: str | Path, policy: str =
 
 
 def _slug(name: str) -> str:
-  return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "benchmark"
+  return re.sub(r"[^\w.-]+", "_", name).strip("_") or "benchmark"
 
 
 def _mean(values: list[float]) -> float | None:
