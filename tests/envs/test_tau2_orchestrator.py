@@ -2,10 +2,10 @@
 experts (a recorded_expert tool over a small table written here), with a recorded user."""
 
 import asyncio
-import csv
 
 import pytest
 
+from tests.envs.recorded_experts import ADVICE, QUESTION, write_recorded_experts
 from toolorch_jax.config import ConfigError
 from toolorch_jax.datadir import data_path
 from toolorch_jax.envs import load_env
@@ -13,29 +13,9 @@ from toolorch_jax.rollout import EpisodeConfig, ScriptedPolicy, run_episode
 from toolorch_jax.tokenizer import load_tokenizer
 from toolorch_jax.tools.pricing import estimate_tokens
 
-QUESTION = "May I create a task for user_1 without asking for a description?"
-ADVICE = "Yes: the policy only requires a title."
-
-
 @pytest.fixture
 def toolset(tmp_path):
-  table = tmp_path / "experts.csv"
-  with table.open("w", newline="") as f:
-    writer = csv.writer(f)
-    writer.writerow(["prompt", "gpt-5", "gpt-5_response", "qwen3-32b", "qwen3-32b_response"])
-    writer.writerow([QUESTION, "True", ADVICE, "True", "Yes."])
-  path = tmp_path / "recorded_experts.yaml"
-  path.write_text(f"""
-tools:
-  expert:
-    type: recorded_expert
-    settings: {{table: {table}, prompt_column: prompt, models: [expert-1, expert-2]}}
-models:
-  gpt-5: {{price: {{per_mtok_input: 1.25, per_mtok_output: 10.0}}}}
-  qwen3-32b: {{price: {{per_mtok_input: 0.8, per_mtok_output: 0.8}}}}
-aliases: {{expert-1: gpt-5, expert-2: qwen3-32b}}
-""")
-  return str(path)
+  return write_recorded_experts(tmp_path)
 
 
 def turn(*calls, say=""):
