@@ -38,7 +38,7 @@ from toolorch_jax.envs.tau2.user_sim import (GREETING, STOP, LLMUser, ScriptedUs
                                              UserReply, UserSide, read_script)
 from toolorch_jax.tools import ModelCatalog, ToolSetConfig, load_toolset
 from toolorch_jax.tools.registry import toolset_path
-from toolorch_jax.tools.base import Tool, ToolCall, ToolContext, ToolError, ToolResult
+from toolorch_jax.tools.base import Tool, ToolCall, ToolContext, ToolResult
 from toolorch_jax.tools.http_retry import RetryPolicy
 
 SOLO_INSTRUCTIONS = (
