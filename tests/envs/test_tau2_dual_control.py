@@ -112,3 +112,12 @@ def test_a_user_calling_a_tool_it_lacks_sees_an_error(phone_env):
   assert trajectory.outcome == 1.0  # the error was an observation; the user went on
   assert any(m["role"] == "tool" and m["content"].startswith("Error: unknown tool 'create_task'")
              for m in episode.user.messages)
+
+
+def test_the_gold_user_performs_the_actions_the_task_assigns_it(phone_env):
+  phone_env([])  # the data directory and domain; the gold user needs no recorded turns
+  gold = build_env(EnvConfig("tau2", {"domain": "phone", "mode": "user", "user": {"kind": "gold"}}))
+  trajectory, episode = play(gold)
+  assert episode.opening == TASK["user_scenario"]["instructions"]
+  assert trajectory.outcome == 1.0 and episode.termination == "user_stop"
+  assert episode.user.calls == [("set_mobile_data", {"enabled": True})]

@@ -1,7 +1,8 @@
 """GRPO on τ² in orchestrator mode with a recorded user: `toolorch train` on the τ² run config,
 switched to a simulated user (recorded turns) and to `call_expert` over recorded experts; two
-steps. Parametrized by domain: once airline has its domain tools and a recorded user, add
-("airline", "tau2_airline", "test") to DOMAINS."""
+steps. Parametrized by domain: once airline has its domain tools, add
+("airline", ["env.settings.user.kind=gold"], "test") to DOMAINS (the gold user: each task's
+request, then the actions the task assigns the user; or a recorded user of configs/users/)."""
 
 import json
 
@@ -13,8 +14,9 @@ from tests.envs.recorded_experts import write_recorded_experts  # noqa: E402
 from toolorch_jax import cli  # noqa: E402
 from toolorch_jax.config import config_dir  # noqa: E402
 
-# (domain, recorded user in configs/users/, split)
-DOMAINS = [("mock", "tau2_mock", "base")]
+# (domain, who plays the user, split)
+DOMAINS = [("mock", ["env.settings.user.kind=scripted", "env.settings.user.script=tau2_mock"],
+            "base")]
 SHORT = ["train.steps=2", "warmstart.steps=2", "warmstart.demonstrations=8",
          "rollout.tasks_per_step=2", "rollout.group_size=2", "report.samples=1",
          "train.progress=false", "train.tensorboard=false", "rollout.max_context=1536",
@@ -26,8 +28,7 @@ SHORT = ["train.steps=2", "warmstart.steps=2", "warmstart.demonstrations=8",
 def test_two_grpo_steps_in_orchestrator_mode_with_a_recorded_user(tmp_path, domain, user, split):
   toolset = write_recorded_experts(tmp_path)
   env = [f"env.settings.domain={domain}", "env.settings.mode=user", "env.settings.agent=orchestrator",
-         f"env.settings.toolset={toolset}", "env.settings.user.kind=scripted",
-         f"env.settings.user.script={user}", f"env.settings.split={split}",
+         f"env.settings.toolset={toolset}", *user, f"env.settings.split={split}",
          f"rollout.split={split}", f"report.split={split}"]
   workdir = tmp_path / "run"
   assert cli.main(["train", "--config", str(config_dir() / "tau2_mock.yaml"), "--workdir",

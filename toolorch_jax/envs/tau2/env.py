@@ -35,7 +35,7 @@ from toolorch_jax.envs.tau2.orchestrator import CALL_EXPERT, INSTRUCTIONS as EXP
     ExpertDesk
 from toolorch_jax.envs.tau2.toolkit import DONE, DONE_SCHEMA, Domain, replay
 from toolorch_jax.envs.tau2.user_sim import (GREETING, STOP, LLMUser, ScriptedUser, UserModel,
-                                             UserReply, UserSide, read_script)
+                                             UserReply, UserSide, gold_turns, read_script)
 from toolorch_jax.tools import ModelCatalog, ToolSetConfig, load_toolset
 from toolorch_jax.tools.registry import toolset_path
 from toolorch_jax.tools.base import Tool, ToolCall, ToolContext, ToolResult
@@ -52,14 +52,16 @@ USER_INSTRUCTIONS = (
 DOMAINS: dict[str, Domain] = {MOCK.name: MOCK}
 MODES = ("user", "solo")
 AGENTS = ("plain", "orchestrator")
-USER_KINDS = ("llm", "scripted")
+USER_KINDS = ("llm", "scripted", "gold")
 
 
 @dataclasses.dataclass
 class UserSettings:
   """Who plays the user in `mode: user`."""
 
-  kind: str = "llm"  # llm: a model over an OpenAI-compatible endpoint; scripted: recorded turns
+  # llm: a model over an OpenAI-compatible endpoint; scripted: recorded turns (`script`); gold: each
+  # task's request, then the gold actions the task assigns the user (`user_sim.gold_turns`)
+  kind: str = "llm"
   toolset: str = "toolorchestra"  # the tool set whose model catalog has `model`
   model: str = "gpt-5"  # ToolOrchestra's τ² runs use GPT-5 as the user
   temperature: float | None = None  # None: the server's default
@@ -256,7 +258,7 @@ class Tau2Environment(Environment):
     if self.desk:
       instructions += "\n" + EXPERT_INSTRUCTIONS
     self.system_prompt = f"{instructions}\n\n<policy>\n{data.policy.strip()}\n</policy>"
-    self.user_model = self._user_model() if s.mode == "user" else None
+    self.user_model = self._user_model(data.tasks) if s.mode == "user" else None
     self.splits = data.splits
     self.skipped: dict[str, str] = {}
     self._tasks: dict[str, Task] = {}
@@ -279,8 +281,12 @@ class Tau2Environment(Environment):
                         f" tool '{self.settings.expert_tool}' (tools: {', '.join(tools)})")
     return ExpertDesk(tools[self.settings.expert_tool], policy, "env.settings.expert_tool")
 
-  def _user_model(self) -> UserModel:
+  def _user_model(self, tasks: Sequence[Tau2Task]) -> UserModel:
     u = self.settings.user
+    if u.kind == "gold":
+      return ScriptedUser({t.id: gold_turns(t.user_scenario, [
+          (a.name, a.arguments) for a in (t.criteria.actions or () if t.criteria else ())
+          if a.requestor == "user"]) for t in tasks})
     if u.kind == "scripted":
       if not u.script:
         raise ConfigError("env.settings.user.script: a scripted user needs its recorded turns")

@@ -154,6 +154,21 @@ class ScriptedUser:
                                               for c in turn.get("tool_calls") or ()])
 
 
+def gold_turns(scenario: Mapping[str, Any] | None, user_actions: Sequence[tuple[str, Any]]
+               ) -> list[dict[str, Any]]:
+  """The turns of a task's gold user: its request (the reason for the call and what it knows, or
+  the plain instructions), then the gold actions the task assigns the user, one per turn (then, as
+  every scripted user, ###STOP###). A self-check of domains where the user must act (telecom)."""
+  instructions = (scenario or {}).get("instructions")
+  if isinstance(instructions, Mapping):
+    opening = "\n".join(str(instructions[key]) for key in ("reason_for_call", "known_info")
+                        if instructions.get(key))
+  else:
+    opening = str(instructions or "")
+  return [{"content": opening}, *({"tool_calls": [{"name": name, "arguments": dict(arguments)}]}
+                                  for name, arguments in user_actions)]
+
+
 def read_script(path: str) -> dict[str, list[dict[str, Any]]]:
   """A recorded-user file (YAML or JSON): task id -> list of turns; errors name the entry. `path`
   is a name in configs/users/, an absolute path, or a path in the data directory."""
