@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from tests.tools.loopback import completion, serve
 from toolorch_jax.datadir import data_dir, data_path
 from toolorch_jax.envs import EnvConfig, build_env
 from toolorch_jax.envs.tau2.env import DOMAINS
@@ -121,3 +122,28 @@ def test_the_gold_user_performs_the_actions_the_task_assigns_it(phone_env):
   assert episode.opening == TASK["user_scenario"]["instructions"]
   assert trajectory.outcome == 1.0 and episode.termination == "user_stop"
   assert episode.user.calls == [("set_mobile_data", {"enabled": True})]
+
+
+def test_a_model_as_the_user_calls_its_own_tools(phone_env, tmp_path):
+  phone_env([])  # the data directory and domain
+  toggle = completion("", 50, 5)
+  toggle["choices"][0]["message"]["tool_calls"] = [{"id": "t1", "type": "function", "function": {
+      "name": "set_mobile_data", "arguments": json.dumps({"enabled": True})}}]
+  replies = [("json", 200, completion(ASKS["content"], 50, 5)), ("json", 200, toggle),
+             ("json", 200, completion("Data is on. ###STOP###", 50, 5))]
+  toolset = tmp_path / "models.yaml"
+  with serve(replies) as server:
+    toolset.write_text(f"models:\n  sim: {{base_url: {server.url}/v1}}\n")
+    env = build_env(EnvConfig("tau2", {"domain": "phone", "mode": "user", "user": {
+        "kind": "llm", "toolset": str(toolset), "model": "sim", "retry": {"max_attempts": 1}}}))
+    trajectory, episode = play(env)
+  assert trajectory.outcome == 1.0 and episode.user.calls == [("set_mobile_data", {"enabled": True})]
+  first, second, third = (seen.body for seen in server.requests)
+  assert [t["function"]["name"] for t in first["tools"]] == ["set_mobile_data"]
+  assert "You have some tools" in first["messages"][0]["content"]  # the guidelines with tools
+  call, result = third["messages"][-2:]
+  assert call["tool_calls"][0]["function"] == {"name": "set_mobile_data",
+                                               "arguments": '{"enabled": true}'}
+  assert result == {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"],
+                    "name": "set_mobile_data", "content": "Mobile data is now on."}
+  assert second["messages"][-1]["role"] == "user"  # the agent's words came before the toggle

@@ -125,7 +125,7 @@ class LLMUser:
     except ValueError as err:
       return UserStep(cost_usd=done.cost_usd, latency_s=latency,
                       error=f"user simulator: malformed reply: {err}")
-    content = done.message["content"].strip()
+    content = done.message["content"].strip()  # beside tool calls, unseen by the agent anyway
     if not calls and not content:
       return UserStep(cost_usd=done.cost_usd, latency_s=latency,
                       error="user simulator: malformed reply: neither a message nor a tool call")
@@ -217,6 +217,7 @@ class UserSide:
         {"role": "system", "content": system_prompt(scenario, bool(tools))}]
     self.schemas = [tool.schema() for tool in self.tools.values()]
     self.calls: list[tuple[str, Any]] = []  # the user's tool calls in order, failed ones included
+    self.sent = 0  # tool calls asked for, unknown tools included: their ids in the conversation
 
   async def respond(self, agent_text: str, context: ToolContext) -> UserReply:
     """The user's answer to what the agent said, after any tool calls on the user's side."""
@@ -238,7 +239,8 @@ class UserSide:
     return reply
 
   async def _run(self, calls: Sequence[ToolCall], reply: UserReply, context: ToolContext) -> None:
-    ids = [f"user-call-{len(self.calls) + i}" for i in range(len(calls))]
+    ids = [f"user-call-{self.sent + i}" for i in range(len(calls))]
+    self.sent += len(calls)
     self.messages.append({"role": "assistant", "content": "", "tool_calls": [
         {"id": i, "type": "function", "function": {"name": c.name,
                                                    "arguments": json.dumps(c.arguments)}}
