@@ -3,8 +3,11 @@
 
 import csv
 
+from toolorch_jax.envs.tau2.orchestrator import GOLD_QUESTION
+
 QUESTION = "May I create a task for user_1 without asking for a description?"
 ADVICE = "Yes: the policy only requires a title."
+GOLD_ADVICE = "Check the request against the policy, make the calls it allows, then confirm."
 
 
 def write_recorded_experts(folder) -> str:
@@ -14,6 +17,7 @@ def write_recorded_experts(folder) -> str:
     writer = csv.writer(f)
     writer.writerow(["prompt", "gpt-5", "gpt-5_response", "qwen3-32b", "qwen3-32b_response"])
     writer.writerow([QUESTION, "True", ADVICE, "True", "Yes."])
+    writer.writerow([GOLD_QUESTION, "True", GOLD_ADVICE, "True", "Follow the policy."])
   path = folder / "recorded_experts.yaml"
   path.write_text(f"""
 tools:

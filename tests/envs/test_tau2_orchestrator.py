@@ -5,7 +5,7 @@ import asyncio
 
 import pytest
 
-from tests.envs.recorded_experts import ADVICE, QUESTION, write_recorded_experts
+from tests.envs.recorded_experts import ADVICE, GOLD_ADVICE, QUESTION, write_recorded_experts
 from toolorch_jax.config import ConfigError
 from toolorch_jax.datadir import data_path
 from toolorch_jax.envs import load_env
@@ -71,3 +71,27 @@ def test_solo_orchestrator_and_bad_expert_settings(toolset):
                            "settings.expert_tool=nope"])
   with pytest.raises(ConfigError, match="env.settings.agent: unknown value 'boss'"):
     load_env("tau2_mock", ["settings.agent=boss"])
+
+
+def test_the_gold_may_consult_an_expert_first(toolset):
+  env = load_env("tau2_mock_user", ["settings.agent=orchestrator", f"settings.toolset={toolset}",
+                                    "settings.gold_consult=expert-1"])
+  for task in env.tasks():
+    trajectory, episode = _gold(env, task)
+    assert trajectory.outcome == 1.0, task.task_id
+    assert trajectory.calls[0].name == "call_expert" and trajectory.calls[0].result == GOLD_ADVICE
+    assert trajectory.cost_usd > 0 and trajectory.tool_counts["expert-1"] == 1
+  (demo,) = env.demonstrations(env.tasks()[:1], 1, seed=0)
+  assert demo["messages"][3]["tool_calls"][0]["name"] == "call_expert"
+  assert demo["messages"][4] == {"role": "tool", "content": GOLD_ADVICE, "name": "call_expert"}
+  with pytest.raises(ConfigError, match="env.settings.gold_consult: 'expert-9' is not an expert"):
+    load_env("tau2_mock_user", ["settings.agent=orchestrator", f"settings.toolset={toolset}",
+                                "settings.gold_consult=expert-9"])
+
+
+def _gold(env, task):
+  qwen = load_tokenizer(data_path("qwen3"))
+  episode = env.start(task)
+  trajectory = asyncio.run(run_episode(ScriptedPolicy(qwen, env.gold_script(task)), episode, qwen,
+                                       EpisodeConfig(max_turns=6)))
+  return trajectory, episode

@@ -28,7 +28,7 @@ SHORT = ["train.steps=2", "warmstart.steps=2", "warmstart.demonstrations=8",
 def test_two_grpo_steps_in_orchestrator_mode_with_a_recorded_user(tmp_path, domain, user, split):
   toolset = write_recorded_experts(tmp_path)
   env = [f"env.settings.domain={domain}", "env.settings.mode=user", "env.settings.agent=orchestrator",
-         f"env.settings.toolset={toolset}", *user, f"env.settings.split={split}",
+         f"env.settings.toolset={toolset}", "env.settings.gold_consult=expert-1", *user, f"env.settings.split={split}",
          f"rollout.split={split}", f"report.split={split}"]
   workdir = tmp_path / "run"
   assert cli.main(["train", "--config", str(config_dir() / "tau2_mock.yaml"), "--workdir",
@@ -41,5 +41,6 @@ def test_two_grpo_steps_in_orchestrator_mode_with_a_recorded_user(tmp_path, doma
     roles = [m["role"] for m in demo["messages"]]
     assert roles[:3] == ["system", "assistant", "user"]
     assert any(t["function"]["name"] == "call_expert" for t in demo["tools"])
+    assert demo["messages"][3]["tool_calls"][0]["name"] == "call_expert"  # the gold consults
   report = json.loads((workdir / "report.json").read_text())
   assert report["env"] == "tau2"

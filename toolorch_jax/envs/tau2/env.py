@@ -29,10 +29,10 @@ from toolorch_jax.envs.base import Environment, Episode, Reply, Script
 from toolorch_jax.envs.tau2 import scoring
 from toolorch_jax.envs.tau2.data import Tau2Task, load_domain, read_db
 from toolorch_jax.envs.tau2.db import Database
-from toolorch_jax.envs.tau2.gold import dialogue_script, gold_script
+from toolorch_jax.envs.tau2.gold import consulting, dialogue_script, gold_script
 from toolorch_jax.envs.tau2.mock_tools import MOCK
-from toolorch_jax.envs.tau2.orchestrator import CALL_EXPERT, INSTRUCTIONS as EXPERT_INSTRUCTIONS, \
-    ExpertDesk
+from toolorch_jax.envs.tau2.orchestrator import (CALL_EXPERT, GOLD_QUESTION, ExpertDesk,
+                                                 INSTRUCTIONS as EXPERT_INSTRUCTIONS)
 from toolorch_jax.envs.tau2.toolkit import DONE, DONE_SCHEMA, Domain, replay
 from toolorch_jax.envs.tau2.user_sim import (GREETING, STOP, LLMUser, ScriptedUser, UserModel,
                                              UserReply, UserSide, gold_turns, read_script)
@@ -80,6 +80,9 @@ class Settings:
   user: UserSettings = dataclasses.field(default_factory=UserSettings)
   toolset: str = "tau2_experts"  # orchestrator: the tool set holding the expert tool
   expert_tool: str = "expert"  # orchestrator: an llm_expert or recorded_expert tool there
+  # orchestrator: an expert alias the gold policy asks GOLD_QUESTION before acting, so gold runs
+  # and warm-start demonstrations show `call_expert` in use ("" = the gold never asks)
+  gold_consult: str = ""
   max_steps: int = 200  # messages (agent turns, tool calls and results, user messages)
   max_errors: int = 10  # failed tool calls, the agent's and the user's
 
@@ -254,6 +257,9 @@ class Tau2Environment(Environment):
     self.user_db = (Database(read_db(f"tau2/domains/{data.name}/{self.domain.user_db_file}"))
                     if self.domain.user_db_file else None)
     self.desk = self._desk(data.policy) if s.agent == "orchestrator" else None
+    if s.gold_consult and (self.desk is None or s.gold_consult not in self.desk.models):
+      raise ConfigError(f"env.settings.gold_consult: '{s.gold_consult}' is not an expert of"
+                        f" call_expert ({self.desk.models if self.desk else 'agent: plain'})")
     instructions = SOLO_INSTRUCTIONS if s.mode == "solo" else USER_INSTRUCTIONS
     if self.desk:
       instructions += "\n" + EXPERT_INSTRUCTIONS
@@ -371,9 +377,11 @@ class Tau2Environment(Environment):
                        user, self.desk, (self.settings.max_steps, self.settings.max_errors))
 
   def gold_script(self, task: Task, grouped: bool = False) -> Script:
-    if self.settings.mode == "user":
-      return dialogue_script(_spec(task), grouped)
-    return gold_script(_spec(task), grouped)
+    script = (dialogue_script if self.settings.mode == "user" else gold_script)(_spec(task), grouped)
+    if self.settings.gold_consult:
+      script = consulting(script, CALL_EXPERT, {"expert": self.settings.gold_consult,
+                                                "question": GOLD_QUESTION})
+    return script
 
   def demonstrations(self, tasks: Sequence[Task], count: int, seed: int) -> list[dict[str, Any]]:
     """`count` gold conversations (the gold actions with the domain's real results; solo: then

@@ -61,3 +61,22 @@ def dialogue_script(spec: Tau2Task, grouped: bool = False) -> Script:
     return {"role": "assistant", "content": say, "tool_calls": []}
 
   return script
+
+
+def consulting(script: Script, name: str, arguments: Mapping[str, Any]) -> Script:
+  """`script` preceded by one turn calling `name` (the orchestrator's gold asks an expert first);
+  `script` sees the conversation without that turn, so it plays as it would alone."""
+  consult = {"role": "assistant", "content": "",
+             "tool_calls": [{"name": name, "arguments": dict(arguments)}]}
+
+  def is_consult(message: dict[str, Any]) -> bool:
+    calls = message.get("tool_calls") or ()  # {name, ...} as scripted, {function: {name}} as parsed
+    names = [c.get("name") or c.get("function", {}).get("name") for c in calls]
+    return message["role"] == "assistant" and names == [name]
+
+  def wrapped(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    if not any(is_consult(m) for m in messages):
+      return consult
+    return script([m for m in messages if not is_consult(m)], tools)
+
+  return wrapped

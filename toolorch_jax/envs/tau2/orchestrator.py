@@ -20,6 +20,8 @@ INSTRUCTIONS = (
     " instance what the policy requires next); the experts differ in skill and price, listed in"
     " the tool's description. Their answer is advice: you still act and speak yourself.")
 
+GOLD_QUESTION = "What does the policy require me to do for this user's request?"
+
 
 class Conversation(Protocol):
   log: list[dict[str, str]]  # {"role", "content"}: what the agent saw and did, in order
