@@ -116,7 +116,7 @@ def _pass_at_k(folder: Path, tasks: list[Mapping[str, Any]], k: int,
   from toolorch_jax.rollout.config import RolloutConfig
   from toolorch_jax.rollout.evaluate import evaluate
 
-  env = Tau2Environment(Settings(domain=str(folder), split="base"))
+  env = Tau2Environment(Settings(domain=str(folder), split="base", mode="solo"))
   runnable = env.tasks("base")
   trajectories = evaluate(env, [t for t in runnable for _ in range(k)], policy,
                           RolloutConfig(temperature=1.0 if k > 1 else 0.0), None, "default")

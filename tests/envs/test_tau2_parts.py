@@ -13,6 +13,7 @@ from toolorch_jax.envs.registry import ENVIRONMENTS
 from toolorch_jax.envs.tau2 import Tau2Environment
 from toolorch_jax.envs.tau2.data import Action, parse_task
 from toolorch_jax.envs.tau2.db import Database
+from toolorch_jax.envs.tau2.env import Settings
 from toolorch_jax.tools import ToolCall, ToolContext
 
 MOCK_DB_HASH = "8729effbe2b2e1c7f4310be2c87e6c2d314db0fb5ff4b4444bb4df2a83c1d354"  # of db.json
@@ -183,7 +184,7 @@ def test_tasks_the_domain_cannot_run_are_refused_at_load(data_copy, edit, messag
   edit(tasks)
   write()
   with pytest.raises(ConfigError, match="tasks.json \\(id '") as err:
-    Tau2Environment()
+    Tau2Environment(Settings(mode="solo"))
   assert message in str(err.value)
 
 

@@ -18,7 +18,7 @@ PHONE = "555-123-2002"  # John Smith's line L1002: Premium Plan (15 GB, $2/GB re
 
 @pytest.fixture(scope="module")
 def env():
-  return load_env("tau2_telecom")
+  return load_env("tau2_telecom", ["settings.mode=solo"])
 
 
 @pytest.fixture

@@ -144,7 +144,7 @@ def test_bad_config_names_the_key(tmp_path, case):
 
 
 def test_unknown_tool_set_and_bad_override():
-  with pytest.raises(ConfigError, match="unknown tool set 'nope'; known: local, toolorchestra"):
+  with pytest.raises(ConfigError, match="unknown tool set 'nope'; known: local, tau2_experts, toolorchestra"):
     load_toolset("nope")
   with pytest.raises(ConfigError, match="bad value for key 'tools.python.settings.timeout_s'|"
                                         "tools.python.settings: bad value for key 'timeout_s'"):

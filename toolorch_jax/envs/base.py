@@ -37,6 +37,16 @@ class Ability(enum.Enum):
   GOLD_POLICY = "gold_script"  # a replay of each task's gold solution (a self-check)
 
 
+@dataclasses.dataclass
+class Reply:
+  """The environment's answer to an assistant turn without tool calls, such as a simulated user's
+  next message, and what producing it cost (counted apart from the policy's own tool calls)."""
+
+  text: str
+  cost_usd: float = 0.0
+  latency_s: float = 0.0
+
+
 class Episode(abc.ABC):
   """One attempt at one task."""
 
@@ -59,6 +69,16 @@ class Episode(abc.ABC):
   def observe(self, content: str, tool_calls: Sequence[ToolCall]) -> None:
     """Sees each assistant turn (its text and calls) before the calls run, e.g. to end the
     episode on a final answer."""
+
+  async def begin(self, context: ToolContext) -> Reply | None:
+    """Runs once before `messages` is read, e.g. for a simulated user's opening message (which
+    `messages` then holds); returns what that cost, or None when there is nothing to do."""
+    return None
+
+  async def reply(self, content: str, context: ToolContext) -> Reply | None:
+    """Answers an assistant turn that has no tool calls: the next user message, appended to the
+    conversation. None (the default): no one answers, and the episode ends on that turn."""
+    return None
 
   @abc.abstractmethod
   def score(self) -> float:

@@ -1,4 +1,4 @@
-"""Evaluation: each task played once by a policy named on the command line.
+"""Evaluation: each task played `trials` times (τ²'s pass^k) by a policy named on the command line.
 
 A policy is `gold` (the environment replays each task's gold solution: a self-check), `hf:DIR` or
 `checkpoint:DIR` (the model on the in-process engine, through a Rollout), or the base URL of an
@@ -26,18 +26,22 @@ WEIGHTS = {"hf": "hf", "checkpoint": "orbax"}  # --policy prefix -> the format i
 
 
 def evaluate(env: Environment, tasks: Sequence[Task], policy: str, config: RolloutConfig,
-             tokenizer_path: str | None = None, model_name: str = "default") -> list[Trajectory]:
-  """One episode per task with the policy `policy` names (see the module docstring)."""
+             tokenizer_path: str | None = None, model_name: str = "default",
+             trials: int = 1) -> list[Trajectory]:
+  """`trials` episodes per task (one group each) with the policy `policy` names (see the module
+  docstring)."""
+  if trials < 1:
+    raise ConfigError(f"--trials: need at least 1, got {trials}")
   if policy == "gold":
     env.require(Ability.GOLD_POLICY, "--policy gold")
     tokenizer = load_tokenizer(tokenizer_path or data_path("qwen3"))
     script = lambda task: ScriptedPolicy(tokenizer, env.gold_script(task), config.enable_thinking)
-    return asyncio.run(run_groups(env, script, tasks, 1, tokenizer, config))
+    return asyncio.run(run_groups(env, script, tasks, trials, tokenizer, config))
   if policy.startswith(("http://", "https://")):
     tokenizer = load_tokenizer(tokenizer_path or data_path("qwen3"))
     endpoint = EndpointPolicy(tokenizer, policy, model_name, temperature=config.temperature,
                               enable_thinking=config.enable_thinking)
-    return asyncio.run(run_groups(env, endpoint, tasks, 1, tokenizer, config))
+    return asyncio.run(run_groups(env, endpoint, tasks, trials, tokenizer, config))
   kind, _, path = policy.partition(":")
   if kind not in WEIGHTS or not path:
     raise ConfigError(f"--policy: '{policy}' is not gold, hf:DIR, checkpoint:DIR or an http(s) URL")
@@ -49,4 +53,4 @@ def evaluate(env: Environment, tasks: Sequence[Task], policy: str, config: Rollo
 
   model, tokenizer = load_model_and_tokenizer(path, tokenizer_path)
   with contextlib.closing(Rollout(model, tokenizer, config)) as rollout:
-    return rollout.play(env, tasks, 1)
+    return rollout.play(env, tasks, trials)

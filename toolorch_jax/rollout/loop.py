@@ -16,7 +16,7 @@ import uuid
 from typing import Callable, Sequence
 
 from toolorch_jax.data.task import Task
-from toolorch_jax.envs.base import Environment, Episode
+from toolorch_jax.envs.base import Environment, Episode, Reply
 from toolorch_jax.rollout.config import EpisodeConfig
 from toolorch_jax.rollout.policy import Policy
 from toolorch_jax.rollout.trajectory import EpisodeEnd, ToolCallRecord, Trajectory, Turn, TurnEnd
@@ -44,15 +44,19 @@ async def run_episode(policy: Policy, episode: Episode, tokenizer: Tokenizer,
   trajectory = Trajectory(task_id=task.task_id, group_id=group_id,
                           episode_id=episode_id or uuid.uuid4().hex[:12],
                           preference=task.preference.to_dict() if task.preference else None)
+  context = ToolContext(episode_id=trajectory.episode_id, timeout_s=config.tool_timeout_s)
+  _count_user(trajectory, await episode.begin(context))
   messages = list(episode.messages())
   tools = episode.tool_schemas()
   transcript = Transcript.start(tokenizer, messages, tools, enable_thinking=config.enable_thinking)
   trajectory.prompt_length = len(transcript.ids)
   logprobs = [0.0] * len(transcript.ids)
   versions: set[int] = set()
-  context = ToolContext(episode_id=trajectory.episode_id, timeout_s=config.tool_timeout_s)
   finish = EpisodeEnd.MAX_TURNS
   for turn_index in range(config.max_turns):
+    if episode.done:  # ended before the policy's first turn (e.g. the simulated user failed)
+      finish = EpisodeEnd.ENV
+      break
     budget = min(config.max_new_tokens, config.max_context - len(transcript.ids))
     if budget <= 0:
       finish = EpisodeEnd.CONTEXT
@@ -84,8 +88,17 @@ async def run_episode(policy: Policy, episode: Episode, tokenizer: Tokenizer,
     for error in parsed.errors:
       trajectory.count_fault(f"parse_{error.kind}")
     if not parsed.tool_calls and not parsed.errors:
-      finish = EpisodeEnd.ENV if episode.done else EpisodeEnd.NO_TOOL_CALL
-      break
+      reply = None if episode.done else await episode.reply(parsed.content, context)
+      _count_user(trajectory, reply)
+      if reply is not None:
+        record.user = reply.text
+      if reply is None or episode.done:
+        finish = EpisodeEnd.ENV if episode.done else EpisodeEnd.NO_TOOL_CALL
+        break
+      messages.append({"role": "user", "content": reply.text})
+      transcript.append_user(reply.text)
+      logprobs += [0.0] * (len(transcript.ids) - len(logprobs))
+      continue
     results = await asyncio.gather(*[episode.execute(call, context) for call in parsed.tool_calls])
     observations = []
     for call, result in zip(parsed.tool_calls, results):
@@ -113,6 +126,12 @@ async def run_episode(policy: Policy, episode: Episode, tokenizer: Tokenizer,
   trajectory.outcome = float(episode.score())
   trajectory.wall_s = time.perf_counter() - start
   return trajectory
+
+
+def _count_user(trajectory: Trajectory, reply: Reply | None) -> None:
+  if reply is not None:
+    trajectory.user_cost_usd += reply.cost_usd
+    trajectory.user_latency_s += reply.latency_s
 
 
 def _assistant_message(parsed) -> dict:

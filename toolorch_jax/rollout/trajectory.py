@@ -48,6 +48,7 @@ class Turn:
   observations: list[str]  # tool responses shown to the policy after this turn
   parse_errors: list[dict[str, str]]
   finish_reason: TurnEnd | None
+  user: str | None = None  # the user's reply to this turn (an environment with a simulated user)
 
 
 @dataclasses.dataclass
@@ -67,6 +68,8 @@ class Trajectory:
   policy_versions: list[int] = dataclasses.field(default_factory=list)
   faults: dict[str, int] = dataclasses.field(default_factory=dict)  # kind -> count
   wall_s: float = 0.0
+  user_cost_usd: float = 0.0  # a simulated user's cost, apart from the policy's tool calls
+  user_latency_s: float = 0.0
 
   @property
   def cost_usd(self) -> float:

@@ -30,14 +30,52 @@ class LLMExpertSettings:
   retry: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
 
 
-def _completion(body: Any) -> tuple[str, dict | None, str | None]:
-  """(text, usage, finish_reason) of a chat completion; ValueError if it is not one."""
+def _choice(body: Any) -> tuple[dict[str, Any], dict | None, str | None]:
+  """(message, usage, finish_reason) of a chat completion; ValueError if it is not one."""
   choice = body["choices"][0]
-  content = choice["message"].get("content") or ""
+  message = choice["message"]
+  content = message.get("content") or ""
   if not isinstance(content, str):
     raise ValueError(f"message content is {type(content).__name__}, not text")
   usage = body.get("usage")
-  return content, usage if isinstance(usage, dict) else None, choice.get("finish_reason")
+  return {**message, "content": content}, usage if isinstance(usage, dict) else None, \
+      choice.get("finish_reason")
+
+
+@dataclasses.dataclass
+class Completion:
+  """One chat completion and its account: what the model said, what it cost."""
+
+  message: dict[str, Any]  # the reply message: `content` (text), maybe `tool_calls`
+  cost_usd: float
+  metadata: dict[str, Any]  # model, tokens (estimated or reported), finish reason, attempts
+
+
+async def complete(spec: ModelSpec, payload: dict[str, Any], retry: RetryPolicy) -> Completion:
+  """POSTs a chat completion to `spec`'s endpoint (its API key, bounded retries) and prices it by
+  the usage the server reports, or by a marked estimate when it reports none. ToolError when the
+  endpoint fails, refuses, or never answers with a completion."""
+  headers = {}
+  if spec.api_key_env:
+    key = os.environ.get(spec.api_key_env)
+    if not key:
+      raise ToolError(f"model '{spec.model}' needs an API key: set the environment variable"
+                      f" {spec.api_key_env}")
+    headers["Authorization"] = f"Bearer {key}"
+  reply = await post_json(f"{spec.base_url.rstrip('/')}/chat/completions",
+                          {"model": spec.model, **payload}, headers=headers, policy=retry,
+                          parse=_choice)
+  message, usage, finish = reply.value
+  if usage and "prompt_tokens" in usage and "completion_tokens" in usage:
+    tokens_in, tokens_out, estimated = usage["prompt_tokens"], usage["completion_tokens"], False
+  else:  # a server that reports no usage is still billed, by a marked estimate
+    prompt_text = "".join(str(m.get("content") or "") for m in payload.get("messages", ()))
+    tokens_in, tokens_out = estimate_tokens(prompt_text), estimate_tokens(message["content"])
+    estimated = True
+  return Completion(message, spec.price.cost(input_tokens=tokens_in, output_tokens=tokens_out),
+                    {"model": spec.model, "input_tokens": tokens_in, "output_tokens": tokens_out,
+                     "tokens_estimated": estimated, "finish_reason": finish,
+                     "attempts": reply.attempts, "failures": reply.failures})
 
 
 class LLMExpert(Tool):
@@ -81,31 +119,14 @@ class LLMExpert(Tool):
 
   async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
     spec, messages = self._spec(arguments), self._messages(arguments)
-    headers = {}
-    if spec.api_key_env:
-      key = os.environ.get(spec.api_key_env)
-      if not key:
-        raise ToolError(f"model '{spec.model}' needs an API key: set the environment variable"
-                        f" {spec.api_key_env}")
-      headers["Authorization"] = f"Bearer {key}"
-    payload = {"model": spec.model, "messages": messages, **self.settings.body}
+    payload = {"messages": messages, **self.settings.body}
     if self.settings.temperature is not None:
       payload["temperature"] = self.settings.temperature
     about = {"model": spec.model, "alias": arguments.get("model", self.settings.models[0])}
     try:
-      reply = await post_json(f"{spec.base_url.rstrip('/')}/chat/completions", payload,
-                              headers=headers, policy=self.settings.retry, parse=_completion)
+      done = await complete(spec, payload, self.settings.retry)
     except ToolError as err:
       err.metadata |= about
       raise
-    text, usage, finish = reply.value
-    if usage and "prompt_tokens" in usage and "completion_tokens" in usage:
-      tokens_in, tokens_out, estimated = usage["prompt_tokens"], usage["completion_tokens"], False
-    else:  # a server that reports no usage is still billed, by a marked estimate
-      prompt_text = "".join(m["content"] for m in messages)
-      tokens_in, tokens_out, estimated = estimate_tokens(prompt_text), estimate_tokens(text), True
-    return ToolResult(
-        text=text, cost_usd=spec.price.cost(input_tokens=tokens_in, output_tokens=tokens_out),
-        metadata={**about, "input_tokens": tokens_in, "output_tokens": tokens_out,
-                  "tokens_estimated": estimated, "finish_reason": finish,
-                  "attempts": reply.attempts, "failures": reply.failures})
+    return ToolResult(text=done.message["content"], cost_usd=done.cost_usd,
+                      metadata={**done.metadata, **about})

@@ -65,18 +65,25 @@ class RecordedExpert(Tool):
     self.parameters = {"type": "object", "properties": {
         "model": {"type": "string", "enum": list(s.models),
                   "description": f"which model to ask (default {s.models[0]})"},
-        "prompt": {"type": "string", "description": "the question, exactly as recorded"}},
-        "required": ["prompt"], "additionalProperties": False}
+        "prompt": {"type": "string", "description": "the question, exactly as recorded"},
+        "messages": {"type": "array", "minItems": 1, "description": "a whole conversation"
+                     " instead, answered as recorded for its last message",
+                     "items": {"type": "object", "required": ["role", "content"], "properties": {
+                         "role": {"enum": ["system", "user", "assistant"]},
+                         "content": {"type": "string"}}}}},
+        "oneOf": [{"required": ["prompt"]}, {"required": ["messages"]}],
+        "additionalProperties": False}
 
   async def run(self, arguments: dict[str, Any], context: ToolContext) -> ToolResult:
     s = self.settings
     alias = arguments.get("model", s.models[0])
     spec = self.models.resolve(alias)
-    row = self.rows.get(arguments["prompt"].strip())
+    messages = arguments.get("messages") or [{"content": arguments["prompt"]}]
+    row = self.rows.get(messages[-1]["content"].strip())
     if row is None:
       raise ToolError(f"no recorded response of '{spec.model}' for this prompt in {s.table}")
     response = row[spec.model + s.response_suffix]
-    tokens_in = estimate_tokens(arguments["prompt"], s.chars_per_token)
+    tokens_in = estimate_tokens("".join(m["content"] for m in messages), s.chars_per_token)
     tokens_out = estimate_tokens(response, s.chars_per_token)
     return ToolResult(
         text=response, cost_usd=spec.price.cost(input_tokens=tokens_in, output_tokens=tokens_out),

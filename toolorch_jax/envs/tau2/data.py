@@ -69,7 +69,8 @@ class Tau2Task:
   agent_data: Mapping[str, Any] | None  # initial_state.initialization_data.agent_data
   init_actions: tuple[EnvCall, ...]
   message_history: tuple[Mapping[str, Any], ...]
-  user_data: Mapping[str, Any] | None = None  # initialization_data.user_data: the user's db
+  user_scenario: Mapping[str, Any] | None = None  # persona and instructions of the simulated user
+  user_data: Mapping[str, Any] | None = None  # initial_state.initialization_data.user_data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +161,7 @@ def parse_task(raw: Any, where: str) -> Tau2Task:
       tuple(_env_call(a, f"{in_state}.initialization_actions[{i}]")
             for i, a in enumerate(init_actions)),
       tuple(_list(state, "message_history", in_state) or []),
+      _get(raw, "user_scenario", dict, where, None),
       _get(init_data, "user_data", dict, f"{in_state}.initialization_data", None))
 
 

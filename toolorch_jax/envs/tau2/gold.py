@@ -40,3 +40,43 @@ def gold_script(spec: Tau2Task, grouped: bool = False) -> Script:
   say = "\n".join(criteria.communicate_info) if criteria else ""
   return replay_script([(a.name, a.arguments) for a in actions], say, grouped)
 
+
+
+def dialogue_script(spec: Tau2Task, grouped: bool = False) -> Script:
+  """The gold with a simulated user: the agent's gold actions (one per turn, or all in the first
+  when `grouped`), then a message saying the task's `communicate_info`, repeated on every later
+  turn while the user goes on (the user's own gold actions are the user's to make)."""
+  criteria = spec.criteria
+  calls = [(a.name, a.arguments) for a in (criteria.actions or ()) if a.requestor == "assistant"] \
+      if criteria else []
+  turns = [list(calls)] if grouped and calls else [[call] for call in calls]
+  say = "\n".join(criteria.communicate_info) if criteria and criteria.communicate_info else \
+      "Your request has been handled."
+
+  def script(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    index = sum(m["role"] == "assistant" for m in messages) - 1  # the greeting is not a turn
+    if index < len(turns):
+      return {"role": "assistant", "content": "",
+              "tool_calls": [{"name": name, "arguments": dict(args)} for name, args in turns[index]]}
+    return {"role": "assistant", "content": say, "tool_calls": []}
+
+  return script
+
+
+def consulting(script: Script, name: str, arguments: Mapping[str, Any]) -> Script:
+  """`script` preceded by one turn calling `name` (the orchestrator's gold asks an expert first);
+  `script` sees the conversation without that turn, so it plays as it would alone."""
+  consult = {"role": "assistant", "content": "",
+             "tool_calls": [{"name": name, "arguments": dict(arguments)}]}
+
+  def is_consult(message: dict[str, Any]) -> bool:
+    calls = message.get("tool_calls") or ()  # {name, ...} as scripted, {function: {name}} as parsed
+    names = [c.get("name") or c.get("function", {}).get("name") for c in calls]
+    return message["role"] == "assistant" and names == [name]
+
+  def wrapped(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    if not any(is_consult(m) for m in messages):
+      return consult
+    return script([m for m in messages if not is_consult(m)], tools)
+
+  return wrapped
