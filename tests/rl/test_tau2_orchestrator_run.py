@@ -1,8 +1,7 @@
 """GRPO on τ² in orchestrator mode with a recorded user: `toolorch train` on the τ² run config,
 switched to a simulated user (recorded turns) and to `call_expert` over recorded experts; two
-steps. Parametrized by domain: once airline has its domain tools, add
-("airline", ["env.settings.user.kind=gold"], "test") to DOMAINS (the gold user: each task's
-request, then the actions the task assigns the user; or a recorded user of configs/users/)."""
+steps. Parametrized by domain: mock with recorded turns, airline with the gold user (each task's
+request, then the actions the task assigns the user)."""
 
 import json
 
@@ -16,7 +15,8 @@ from toolorch_jax.config import config_dir  # noqa: E402
 
 # (domain, who plays the user, split)
 DOMAINS = [("mock", ["env.settings.user.kind=scripted", "env.settings.user.script=tau2_mock"],
-            "base")]
+            "base"),
+           ("airline", ["env.settings.user.kind=gold"], "test")]
 SHORT = ["train.steps=2", "warmstart.steps=2", "warmstart.demonstrations=8",
          "rollout.tasks_per_step=2", "rollout.group_size=2", "report.samples=1",
          "train.progress=false", "train.tensorboard=false", "rollout.max_context=1536",
