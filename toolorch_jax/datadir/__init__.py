@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 from toolorch_jax.config import ConfigError
+from toolorch_jax.datadir.manifest import SUMS_FILE
 
 DATA_DIR_ENV = "TOOLORCH_DATA_DIR"
-SUMS_FILE = "SHA256SUMS"  # written last by a download: a folder holding it is complete
 
 
 def _cache_root() -> Path:

@@ -30,12 +30,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Callable, Sequence
 
-from toolorch_jax.datadir.manifest import DataFile, GitSource, PackageSource, load_manifest
+from toolorch_jax.datadir.manifest import (SUMS_FILE, DataFile, GitSource, PackageSource,
+                                           load_manifest)
 
 GIT_BASE_ENV = "TOOLORCH_DATA_GIT_BASE"
 INDEX_URL_ENV = "TOOLORCH_DATA_INDEX_URL"
 DEFAULT_GIT_BASE = "https://raw.githubusercontent.com"
-from toolorch_jax.datadir import SUMS_FILE
 PARTIAL_DIR = ".partial"
 ATTEMPTS = 4  # per HTTP file: the first try and three resumed retries
 

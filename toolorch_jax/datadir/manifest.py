@@ -18,6 +18,7 @@ from typing import Any
 from toolorch_jax.config import ConfigError
 
 MANIFEST = Path(__file__).with_name("manifest.json")
+SUMS_FILE = "SHA256SUMS"  # written last into a data directory: a folder holding it is complete
 
 
 @dataclasses.dataclass(frozen=True)
