@@ -126,3 +126,26 @@ def test_the_default_run_downloads_when_there_is_no_data_directory(tmp_path, mon
   assert found == tmp_path / "cache" / "toolorch_jax" / "data"
   assert datadir.data_dir() == found  # found from now on without $TOOLORCH_DATA_DIR
   assert datadir.data_path("qwen3/vocab.json").stat().st_size == 2_776_833
+
+
+def test_a_gs_data_directory_is_filled_and_read_through_a_verified_copy(
+    tmp_path, monkeypatch, isolated_pip, gcs_emulator):
+  from etils import epath
+
+  remote = f"{gcs_emulator}/data"
+  with serve_mirror(MANIFEST, BUNDLE) as mirror:
+    download(remote, Sources(mirror.url, mirror.index_url), log=lambda line: None)
+  assert (epath.Path(remote) / "SHA256SUMS").exists()
+  monkeypatch.setenv(datadir.DATA_DIR_ENV, remote)
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+  datadir._local_copy.cache_clear()
+  local = datadir.data_dir()
+  assert local.is_relative_to(tmp_path / "cache")
+  assert sha256_of(datadir.data_path(GSM8K.path)) == GSM8K.sha256
+  # A file changed on the bucket is refused by name when a fresh process copies it.
+  (epath.Path(remote) / GSM8K.path).write_bytes(b"not the file")
+  (local / GSM8K.path).unlink()
+  datadir._local_copy.cache_clear()
+  with pytest.raises(DownloadError, match=r"gsm8k/test.jsonl: sha256 mismatch"):
+    datadir.data_dir()
+  datadir._local_copy.cache_clear()
