@@ -21,6 +21,7 @@ def test_the_recipe_is_toolorchestras():
   assert run.optim.learning_rate == 1e-6
   assert (run.grpo.clip_low, run.grpo.clip_high, run.grpo.dual_clip, run.grpo.kl_coef) == (
       0.2, 0.28, 10.0, 1e-4)
+  assert run.grpo.kl_estimator == "mse"
   assert [c.name for c in run.rewards.components] == ["outcome", "preference"]
   assert (run.env.name, run.env.settings["toolset"]) == ("qa", "toolorchestra")
   assert sorted(run.clusters) == ["h100-2x8", "tpu-v5p-64"]
