@@ -62,6 +62,6 @@ def test_plan_config_prints_every_cluster(tmp_path, capsys):
   assert cli.main(["plan", "--config", str(recipe)]) == 0
   out = capsys.readouterr().out
   assert "cluster big (eight chips)" in out and "cluster small" in out
-  assert "global batch 4 x 64 tokens" in out and "KV cache (8 slots x 64 tok)" in out
+  assert "micro-batch 4 x 64 tokens" in out and "KV cache (8 slots x 64 tok)" in out
   big, small = out.split("cluster small")
   assert "FITS in 1 GiB per device" in big and "DOES NOT FIT in" in small

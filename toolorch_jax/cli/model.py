@@ -68,6 +68,7 @@ def _plan_recipe(args: argparse.Namespace) -> int:
                         hbm_gib=cluster.hbm_gib)
     cache = plan_kv_cache(model, cluster.mesh, slots=run.rollout.slots,
                           max_length=run.rollout.max_context)
+    train.batch_name = "micro-batch"
     print(RecipePlan(name, cluster.description, train, cache).render() + "\n")
   return 0
 

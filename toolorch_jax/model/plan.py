@@ -56,6 +56,7 @@ class MemoryPlan:
   temp_bytes: int  # XLA: temporaries (gradients, activations, workspace)
   peak_bytes: int  # XLA: arguments + outputs - donated aliases + temporaries
   compile_seconds: float
+  batch_name: str = "global batch"  # a run's step scans micro-batches: the plan is one of them
 
   @property
   def fits(self) -> bool:
@@ -65,7 +66,7 @@ class MemoryPlan:
     data, fsdp, tensor = self.mesh
     lines = [
         f"model {self.model_name}: {self.num_layers} layers, remat={self.remat}; mesh data={data}"
-        f" fsdp={fsdp} tensor={tensor} ({math.prod(self.mesh)} devices); global batch"
+        f" fsdp={fsdp} tensor={tensor} ({math.prod(self.mesh)} devices); {self.batch_name}"
         f" {self.batch} x {self.seq_len} tokens; AdamW",
         f"compiled one train step ({self.num_layers} layers as a lax.scan) on fake CPU devices"
         f" in {self.compile_seconds:.1f} s; per-device memory from XLA's memory analysis:",
