@@ -89,14 +89,14 @@ def _fetch_http(client, url: str, part: Path, name: str) -> None:
     have = part.stat().st_size if part.exists() else 0
     try:
       with client.stream("GET", url, headers={"Range": f"bytes={have}-"} if have else {}) as reply:
-        if reply.status_code == 416:  # what we hold is not a prefix of it: start again
+        resumed_elsewhere = reply.status_code == 206 and not reply.headers.get(
+            "content-range", "").startswith(f"bytes {have}-")
+        if reply.status_code == 416 or resumed_elsewhere:  # not a continuation: start again
           part.unlink()
           continue
-        if reply.status_code not in (200, 206) or (
-            reply.status_code == 206
-            and not reply.headers.get("content-range", "").startswith(f"bytes {have}-")):
-          if reply.status_code >= 500:
-            raise httpx.TransportError(f"HTTP {reply.status_code}")
+        if reply.status_code >= 500:
+          raise httpx.TransportError(f"HTTP {reply.status_code}")
+        if reply.status_code not in (200, 206):
           raise DownloadError(f"{name}: HTTP {reply.status_code} from {url}")
         with part.open("ab" if reply.status_code == 206 else "wb") as out:
           for block in reply.iter_bytes():
