@@ -22,9 +22,12 @@ GSM8K_URL_PATH = "/" + GSM8K.source.url("").lstrip("/")
 
 @pytest.fixture
 def isolated_pip(monkeypatch):
-  """pip sees only the mirror's index: no config files (extra indexes, local wheel folders)."""
+  """pip sees only the mirror's index: no config files or variables naming other indexes or
+  local wheel folders, no cache."""
   monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
   monkeypatch.setenv("PIP_NO_CACHE_DIR", "1")
+  for name in ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_FIND_LINKS", "PIP_NO_INDEX"):
+    monkeypatch.delenv(name, raising=False)
 
 
 def test_manifest_covers_the_bundle_with_its_sha256():
