@@ -2,7 +2,6 @@
 
 import functools
 import os
-import socket
 
 import jax
 import jax.numpy as jnp
@@ -149,43 +148,6 @@ def test_restore_errors_name_the_directory_and_steps(tmp_path):
       checkpointer.restore(7, abstract_like(small_state(0)))
   with pytest.raises(ValueError, match="keep"):
     TrainCheckpointer(str(tmp_path / "x"), keep=0)
-
-
-@pytest.fixture(scope="module")
-def gcs_emulator():
-  """gcp-storage-emulator on a free loopback port, with orbax's three GCS clients pointed at it:
-  tensorstore (arrays), gcsfs behind etils' epath (folders and JSON) and google-cloud-storage
-  (orbax's bucket lookup when it deletes old steps). Any metadata-server probe goes to loopback."""
-  pytest.importorskip("gcp_storage_emulator",
-                      reason="gs:// test needs the test extra (gcp-storage-emulator)")
-  pytest.importorskip("gcsfs", reason="gs:// checkpoints need the gcs extra (gcsfs)")
-  from gcp_storage_emulator.server import create_server
-
-  with socket.socket() as sock:
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-  url = f"http://127.0.0.1:{port}"
-  with pytest.MonkeyPatch.context() as patch:
-    for name, value in {
-        "TENSORSTORE_GCS_HTTP_URL": url, "GOOGLE_AUTH_TOKEN_FOR_TESTING": "emulator",
-        "STORAGE_EMULATOR_HOST": url, "GCE_METADATA_HOST": "127.0.0.1:9",
-        "GCE_METADATA_IP": "127.0.0.1:9", "GCE_METADATA_ROOT": "127.0.0.1:9",
-        "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT": "false"}.items():
-      patch.setenv(name, value)
-    import fsspec
-    import gcsfs.core
-
-    # gcsfs's default class asks a gRPC control plane for the bucket layout, which the emulator
-    # lacks (a 60 s timeout per call); its plain JSON-API class is what the emulator speaks.
-    for protocol in ("gs", "gcs"):
-      fsspec.register_implementation(protocol, gcsfs.core.GCSFileSystem, clobber=True)
-    patch.setitem(fsspec.config.conf, "gcs", {"token": "anon"})
-    server = create_server("127.0.0.1", port, in_memory=True, default_bucket="bucket")
-    server.start()
-    try:
-      yield "gs://bucket"
-    finally:
-      server.stop()
 
 
 def test_gcs_roundtrip(gcs_emulator):

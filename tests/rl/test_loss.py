@@ -3,8 +3,11 @@
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
-from toolorch_jax.rl.loss import aggregate, policy_loss_terms
+from toolorch_jax.config import ConfigError
+from toolorch_jax.rl.grpo import GRPOConfig
+from toolorch_jax.rl.loss import aggregate, kl_penalty, policy_loss_terms
 
 LOGP = jnp.log(jnp.array([[1.0, 1.5, 0.5, 1.1, 0.7, 20.0]]))  # ratios when old_logp = 0
 ADV = jnp.array([[1.0, 1.0, -1.0, -1.0, 1.0, -1.0]])
@@ -57,3 +60,25 @@ def test_sequence_mean_aggregation():
   # sequences: (1, 3) -> 2; (10) -> 10; (2, 2, 2, 2) -> 2 => mean 14 / 3
   np.testing.assert_allclose(aggregate(per_token, mask, "sequence_mean", segments), 14 / 3, rtol=1e-6)
   np.testing.assert_allclose(aggregate(per_token, mask, "token_mean"), 22 / 7, rtol=1e-6)
+
+
+def test_kl_estimators_are_verls():
+  """verl's kl_penalty names: "mse" (k2) 1/2 d^2, "k1" d, "low_var_kl" (k3) e^-d + d - 1, for
+  d = log p - log p_ref; k3 is clamped to [-10, 10]."""
+  logp, ref = jnp.array([[-1.0, -2.0, 0.0]]), jnp.array([[-1.5, -2.0, -20.0]])
+  d = np.array([0.5, 0.0, 20.0])
+  for estimator, expected in [("mse", 0.5 * d**2), ("k1", d),
+                              ("low_var_kl", np.minimum(np.exp(-d) + d - 1, 10.0))]:
+    np.testing.assert_allclose(kl_penalty(logp, ref, estimator)[0], expected, rtol=1e-6)
+    _, diag = policy_loss_terms(logp, logp, jnp.zeros_like(logp), ref_logp=ref, kl_coef=1e-4,
+                                kl_estimator=estimator)
+    np.testing.assert_allclose(diag["kl"][0], expected, rtol=1e-6)
+
+
+def test_grpo_config_checks_the_loss_settings():
+  assert GRPOConfig().kl_estimator == "mse"
+  for bad, key in [({"kl_estimator": "k2"}, "grpo.kl_estimator"), ({"dual_clip": 1.0}, "grpo.dual_clip"),
+                   ({"clip_low": 1.0}, "grpo.clip_low")]:
+    with pytest.raises(ConfigError, match=key):
+      GRPOConfig(**bad)
+  assert GRPOConfig(dual_clip=None).dual_clip is None

@@ -11,10 +11,10 @@ import argparse
 import sys
 from typing import Sequence
 
-from toolorch_jax.cli import evaluate, model, serve, synth, tokenizer, tools, train
+from toolorch_jax.cli import data, evaluate, model, serve, synth, tokenizer, tools, train
 from toolorch_jax.config import ConfigError
 
-SUBCOMMANDS = (train, evaluate, serve, model, tools, tokenizer, synth)
+SUBCOMMANDS = (train, evaluate, serve, model, tools, tokenizer, synth, data)
 
 
 def build_parser() -> argparse.ArgumentParser:

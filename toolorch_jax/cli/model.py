@@ -24,7 +24,12 @@ def _force_fake_devices(count: int) -> None:
 def cmd_plan(args: argparse.Namespace) -> int:
   """Compile one AdamW training step for a model preset on a mesh of fake CPU devices (no weights
   are materialised) and print per-device bytes for parameters, optimizer state, gradients and
-  activations from XLA's memory analysis, and whether it fits."""
+  activations from XLA's memory analysis, and whether it fits. With --config, plan a run config
+  instead: its model, its train rows (train.micro_batch_rows x train.seq_len) and its rollout
+  engine's KV cache (rollout.slots x rollout.max_context), on each of its clusters (or the one
+  `cluster=NAME` picks, or its mesh)."""
+  if args.config:
+    return _plan_recipe(args)
   from toolorch_jax.model.sharding import MeshConfig
 
   mesh = MeshConfig.parse(args.mesh)
@@ -39,6 +44,32 @@ def cmd_plan(args: argparse.Namespace) -> int:
   plan = plan_memory(config, mesh, model_name=args.model, batch=batch, seq_len=args.seq_len,
                      hbm_gib=args.hbm_gib)
   print(plan.render())
+  return 0
+
+
+def _plan_recipe(args: argparse.Namespace) -> int:
+  from toolorch_jax.config import load_config
+  from toolorch_jax.rl.config import ClusterConfig, RunConfig
+
+  run = load_config(RunConfig, args.config, args.overrides)
+  clusters = ({run.cluster: run.clusters[run.cluster]} if run.cluster else run.clusters) or {
+      "mesh": ClusterConfig(mesh=run.mesh, hbm_gib=args.hbm_gib)}
+  for name, cluster in clusters.items():
+    if cluster.mesh.num_devices is None:
+      raise ConfigError(f"clusters.{name}.mesh: give every axis a size (no -1) for a plan")
+  _force_fake_devices(max(c.mesh.num_devices for c in clusters.values()))
+  from toolorch_jax.model.config import load_model_config
+  from toolorch_jax.model.plan import RecipePlan, plan_kv_cache, plan_memory
+
+  model = load_model_config(run.model.preset, run.model.overrides)
+  for name, cluster in clusters.items():
+    train = plan_memory(model, cluster.mesh, model_name=run.model.preset,
+                        batch=run.train.micro_batch_rows, seq_len=run.train.seq_len,
+                        hbm_gib=cluster.hbm_gib)
+    cache = plan_kv_cache(model, cluster.mesh, slots=run.rollout.slots,
+                          max_length=run.rollout.max_context)
+    train.batch_name = "micro-batch"
+    print(RecipePlan(name, cluster.description, train, cache).render() + "\n")
   return 0
 
 
@@ -62,13 +93,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def add_parsers(subparsers) -> None:
   plan = add_command(subparsers, "plan", cmd_plan,
                      "per-device memory of a training step, compiled on fake devices")
+  plan.add_argument("--config", default="", help="a run config: plan its model, rows and KV cache"
+                    " on its clusters (key=value words override the run config)")
   plan.add_argument("--model", default="qwen3-8b", help="preset name in configs/model/ or a YAML path")
   plan.add_argument("--mesh", default="fsdp=8", help="mesh axes, e.g. fsdp=8 or data=2,fsdp=4,tensor=2")
   plan.add_argument("--hbm-gib", type=float, default=80.0, help="memory per device in GiB")
   plan.add_argument("--batch", type=int, default=0,
                     help="global batch in sequences (default: one per data*fsdp shard)")
   plan.add_argument("--seq-len", type=int, default=4096, help="tokens per sequence")
-  add_overrides(plan, "model config", "remat=none")
+  add_overrides(plan, "model config (run config with --config)", "remat=none")
 
   convert = add_command(subparsers, "convert", cmd_convert,
                         "convert weights between Hugging Face and orbax checkpoints")

@@ -15,9 +15,12 @@ def cmd_train(args: argparse.Namespace) -> int:
   engine, composite rewards, group advantages, a sharded Optax update, weights hot-swapped into the
   engine, evaluation and report, with metrics and orbax checkpoints. Running again with the same
   --workdir resumes."""
+  from toolorch_jax.datadir import ensure_data_dir
   from toolorch_jax.rl.config import RunConfig
   from toolorch_jax.rl.pipeline import run_training
 
+  if not args.config:  # the embedded default run fetches its data on a fresh clone
+    ensure_data_dir()
   path = args.config or str(config_dir() / DEFAULT_CONFIG)
   run_training(load_config(RunConfig, path, args.overrides), args.workdir)
   return 0

@@ -24,9 +24,10 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from toolorch_jax.model.cache import CACHE_AXES, KVCache
 from toolorch_jax.model.config import ModelConfig
 from toolorch_jax.model.qwen3 import DecoderLayer, Qwen3, attention_mask_for
-from toolorch_jax.model.sharding import MeshConfig, logical_to_spec, make_mesh
+from toolorch_jax.model.sharding import MeshConfig, logical_to_spec, make_mesh, named_sharding
 
 GIB = 2**30
 
@@ -55,6 +56,7 @@ class MemoryPlan:
   temp_bytes: int  # XLA: temporaries (gradients, activations, workspace)
   peak_bytes: int  # XLA: arguments + outputs - donated aliases + temporaries
   compile_seconds: float
+  batch_name: str = "global batch"  # a run's step scans micro-batches: the plan is one of them
 
   @property
   def fits(self) -> bool:
@@ -64,7 +66,7 @@ class MemoryPlan:
     data, fsdp, tensor = self.mesh
     lines = [
         f"model {self.model_name}: {self.num_layers} layers, remat={self.remat}; mesh data={data}"
-        f" fsdp={fsdp} tensor={tensor} ({math.prod(self.mesh)} devices); global batch"
+        f" fsdp={fsdp} tensor={tensor} ({math.prod(self.mesh)} devices); {self.batch_name}"
         f" {self.batch} x {self.seq_len} tokens; AdamW",
         f"compiled one train step ({self.num_layers} layers as a lax.scan) on fake CPU devices"
         f" in {self.compile_seconds:.1f} s; per-device memory from XLA's memory analysis:",
@@ -175,3 +177,57 @@ def plan_memory(config: ModelConfig, mesh_config: MeshConfig, *, model_name: str
       peak_bytes=(memory.argument_size_in_bytes + memory.output_size_in_bytes
                   - memory.alias_size_in_bytes + temp),
       compile_seconds=seconds)
+
+
+@dataclasses.dataclass
+class CachePlan:
+  """Per-device bytes of a decode engine's state: the KV cache of `slots` sequences of
+  `max_length` tokens, laid out as the engine lays it out (slots over data x fsdp, KV heads over
+  tensor), plus its per-slot bookkeeping and last logits (counted as replicated)."""
+
+  slots: int
+  max_length: int
+  cache_bytes: int
+
+  def render(self) -> str:
+    return (f"  {f'KV cache ({self.slots} slots x {self.max_length} tok)':<32}"
+            f" {format_bytes(self.cache_bytes)}")
+
+
+def plan_kv_cache(config: ModelConfig, mesh_config: MeshConfig, *, slots: int,
+                  max_length: int) -> CachePlan:
+  mesh = make_mesh(mesh_config, jax.devices()[:mesh_config.num_devices])
+  with jax.set_mesh(mesh):
+    cache = jax.eval_shape(lambda: KVCache.zeros(
+        config.num_layers, slots, max_length, config.num_kv_heads, config.head_dim,
+        jnp.dtype(config.dtype)))
+  shape = cache.keys[0].shape
+  per_layer = math.prod(named_sharding(mesh, CACHE_AXES, shape).shard_shape(shape))
+  kv = 2 * config.num_layers * per_layer * cache.keys[0].dtype.itemsize
+  bookkeeping = math.prod(cache.valid.shape) + 4 * slots * (config.vocab_size + 4)
+  return CachePlan(slots=slots, max_length=max_length, cache_bytes=kv + bookkeeping)
+
+
+@dataclasses.dataclass
+class RecipePlan:
+  """A run config's memory on one cluster: its train step, and the rollout engine's KV cache
+  that stays allocated beside it (rollouts and updates take turns on the same devices)."""
+
+  cluster: str
+  description: str
+  train: MemoryPlan
+  cache: CachePlan
+
+  @property
+  def total_bytes(self) -> int:
+    return self.train.peak_bytes + self.cache.cache_bytes
+
+  def render(self) -> str:
+    head = f"cluster {self.cluster}" + (f" ({self.description})" if self.description else "")
+    body = self.train.render().splitlines()[:-1]  # its verdict is for the step alone
+    hbm = self.train.hbm_bytes
+    verdict = "FITS" if self.total_bytes <= hbm else "DOES NOT FIT"
+    return "\n".join([head, *body, "rollout engine, per device (weights shared with the step):",
+                      self.cache.render(),
+                      f"  {'train step peak + KV cache':<32} {format_bytes(self.total_bytes)}",
+                      f"{verdict} in {hbm / GIB:g} GiB per device ({100 * self.total_bytes / hbm:.0f}% used)"])

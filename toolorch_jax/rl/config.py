@@ -75,6 +75,16 @@ class ReportConfig:
 
 
 @dataclasses.dataclass
+class ClusterConfig:
+  """A machine a recipe is laid out for: its mesh and the memory of one device (`toolorch plan
+  --config` checks the recipe against it)."""
+
+  mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
+  hbm_gib: float = 80.0  # memory per device
+  description: str = ""
+
+
+@dataclasses.dataclass
 class RunConfig:
   model: ModelSection = dataclasses.field(default_factory=ModelSection)
   env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
@@ -84,8 +94,18 @@ class RunConfig:
   rollout: RolloutConfig = dataclasses.field(default_factory=RolloutConfig)
   train: TrainSection = dataclasses.field(default_factory=TrainSection)
   mesh: MeshConfig = dataclasses.field(default_factory=_one_device)
+  # Named meshes a recipe is laid out for; `cluster=NAME` trains on that one's mesh.
+  clusters: dict[str, ClusterConfig] = dataclasses.field(default_factory=dict)
+  cluster: str = ""
   warmstart: WarmStartConfig = dataclasses.field(default_factory=WarmStartConfig)
   report: ReportConfig = dataclasses.field(default_factory=ReportConfig)
+
+  def __post_init__(self):
+    if self.cluster:
+      if self.cluster not in self.clusters:
+        raise ConfigError(f"cluster: '{self.cluster}' is not one of clusters"
+                          f" {sorted(self.clusters)}")
+      self.mesh = self.clusters[self.cluster].mesh
 
 
 @dataclasses.dataclass

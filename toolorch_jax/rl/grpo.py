@@ -11,6 +11,8 @@ from typing import Sequence
 
 import numpy as np
 
+from toolorch_jax.config import ConfigError
+from toolorch_jax.rl.loss import KL_ESTIMATORS
 from toolorch_jax.rollout.trajectory import EpisodeEnd, Trajectory
 
 
@@ -26,10 +28,21 @@ class GRPOConfig:
   clip_high: float = 0.28
   dual_clip: float | None = 10.0
   kl_coef: float = 0.0  # 0: no reference model is kept (ToolOrchestra: 1e-4)
+  kl_estimator: str = "mse"  # mse | k1 | low_var_kl (ToolOrchestra: mse)
   entropy_coef: float = 0.0  # bonus on token entropy (ToolOrchestra: 0); > 0 resists collapse
   aggregation: str = "token_mean"  # token_mean | sequence_mean
   tis_cap: float | None = None  # truncated importance sampling with rollout log-probs, if set
   max_staleness: int = 0  # policy versions an episode may lag the trainer (0: on-policy)
+
+  def __post_init__(self):
+    if self.kl_estimator not in KL_ESTIMATORS:
+      raise ConfigError(f"grpo.kl_estimator: '{self.kl_estimator}' is not one of {KL_ESTIMATORS}")
+    if not 0 <= self.clip_low < 1 or self.clip_high < 0:
+      raise ConfigError(f"grpo.clip_low/clip_high: need 0 <= clip_low < 1 and clip_high >= 0,"
+                        f" got {self.clip_low}/{self.clip_high}")
+    if self.dual_clip is not None and self.dual_clip <= 1:
+      raise ConfigError(f"grpo.dual_clip: dual-clip PPO needs c > 1 (or null for none),"
+                        f" got {self.dual_clip}")
 
 
 def group_advantages(rewards, group_ids, std_ddof: int = 1, clip: float | None = 3.0,

@@ -14,12 +14,30 @@ def token_log_probs(logits: jax.Array, targets: jax.Array) -> tuple[jax.Array, j
   return logp, entropy
 
 
+KL_ESTIMATORS = ("mse", "k1", "low_var_kl")
+
+
+def kl_penalty(logp, ref_logp, estimator: str = "mse"):
+  """Per-token KL to the reference from sampled tokens, in verl's names: "mse" (k2) =
+  1/2 (log p - log p_ref)^2; "k1" = log p - log p_ref; "low_var_kl" (k3, Schulman's estimator) =
+  p_ref/p - log(p_ref/p) - 1, clamped to [-10, 10]."""
+  delta = logp - ref_logp
+  if estimator == "mse":
+    return 0.5 * delta**2
+  if estimator == "k1":
+    return delta
+  if estimator == "low_var_kl":
+    return jnp.clip(jnp.exp(-delta) + delta - 1.0, -10.0, 10.0)
+  raise ValueError(f"unknown KL estimator '{estimator}' (one of {KL_ESTIMATORS})")
+
+
 def policy_loss_terms(logp, old_logp, advantages, clip_low=0.2, clip_high=0.28, dual_clip=10.0,
-                      ref_logp=None, kl_coef=0.0, rollout_logp=None, tis_cap=None):
+                      ref_logp=None, kl_coef=0.0, rollout_logp=None, tis_cap=None,
+                      kl_estimator="mse"):
   """Per-token loss and diagnostics; all arrays [B, T], advantages broadcast per token.
 
   PPO: max(-A r, -A clip(r, 1 - clip_low, 1 + clip_high)); for A < 0 the dual clip caps the loss
-  at -A * dual_clip. KL: "mse" = 1/2 (log p - log p_ref)^2. TIS: multiply by the truncated ratio
+  at -A * dual_clip. KL: `kl_penalty` with `kl_estimator`. TIS: multiply by the truncated ratio
   of trainer to rollout probabilities (no gradient through the weight).
   """
   ratio = jnp.exp(logp - old_logp)
@@ -33,7 +51,7 @@ def policy_loss_terms(logp, old_logp, advantages, clip_low=0.2, clip_high=0.28, 
     loss = jnp.where(advantages < 0, capped, loss)
   if rollout_logp is not None and tis_cap is not None:
     loss = loss * jax.lax.stop_gradient(jnp.minimum(jnp.exp(old_logp - rollout_logp), tis_cap))
-  kl = jnp.zeros_like(loss) if ref_logp is None else 0.5 * (logp - ref_logp) ** 2
+  kl = jnp.zeros_like(loss) if ref_logp is None else kl_penalty(logp, ref_logp, kl_estimator)
   return loss + kl_coef * kl, {"ratio": ratio, "clipped": is_clipped.astype(jnp.float32), "kl": kl}
 
 

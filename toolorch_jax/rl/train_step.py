@@ -54,7 +54,7 @@ def grpo_objective(config: GRPOConfig):
     old_logp = mb["old_logp"] if "old_logp" in mb else jax.lax.stop_gradient(logp)
     loss, diag = policy_loss_terms(
         logp, old_logp, mb["advantages"], config.clip_low, config.clip_high, config.dual_clip,
-        ref_logp=mb.get("ref_logp"), kl_coef=config.kl_coef,
+        ref_logp=mb.get("ref_logp"), kl_coef=config.kl_coef, kl_estimator=config.kl_estimator,
         rollout_logp=mb["rollout_logp"] if config.tis_cap else None, tis_cap=config.tis_cap)
     return loss - config.entropy_coef * entropy, diag
   return objective
