@@ -9,14 +9,22 @@ from toolorch_jax.serving.sampling import SamplingParams
 
 @dataclasses.dataclass(frozen=True)
 class EngineConfig:
-  """How many sequences the engine decodes together, and how long they may be."""
+  """How many sequences the engine decodes together, how long they may be, and how it batches."""
 
   max_slots: int = 32  # sequences decoded together
   max_prefill_length: int = 1024  # longest prompt
   max_cache_length: int = 2048  # prompt + generated tokens per slot
   min_prefill_bucket: int = 16  # prompts are padded to the next power of two from here
+  prefill_batch: int = 8  # waiting prompts prefilled together in one call (per length bucket)
+  decode_steps: int = 8  # decode steps per dispatch, run in an on-device loop
+  min_attention_length: int = 64  # decode attends over the next power of two above the used cache
+  reuse_prefixes: bool = True  # a prompt extending a finished sequence still in a slot reuses its KV
   default_sampling: SamplingParams = SamplingParams(temperature=0.0)  # for requests without settings
 
   def __post_init__(self):
     if self.max_prefill_length > self.max_cache_length:
       raise ValueError("max_prefill_length must not exceed max_cache_length")
+    for name in ("max_slots", "max_prefill_length", "min_prefill_bucket", "prefill_batch",
+                 "decode_steps", "min_attention_length"):
+      if getattr(self, name) < 1:
+        raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
