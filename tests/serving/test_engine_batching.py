@@ -20,9 +20,8 @@ from toolorch_jax.tokenizer import Transcript, render_chat
 
 GREEDY = SamplingParams(temperature=0.0)
 SIZES = dict(max_slots=4, max_prefill_length=704, max_cache_length=768)
-# Today's path before batching: one prompt per prefill, one step per dispatch, the whole cache.
-ONE_BY_ONE = EngineConfig(**SIZES, prefill_batch=1, decode_steps=1, reuse_prefixes=False,
-                          min_attention_length=SIZES["max_cache_length"])
+# The path before batching: one prompt per prefill, one step per dispatch, the whole cache.
+ONE_BY_ONE = EngineConfig(**SIZES).one_by_one()
 BATCHED = EngineConfig(**SIZES, min_attention_length=256)
 
 

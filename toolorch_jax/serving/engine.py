@@ -86,6 +86,14 @@ class EngineStats:
   evicted_reuses: int = 0  # planned reuses whose row was overwritten first (full prefill instead)
   decode_dispatches: int = 0
 
+  def __post_init__(self):
+    self._lock = threading.Lock()  # the prefill and generate threads both count
+
+  def add(self, **counts: int) -> None:
+    with self._lock:
+      for name, count in counts.items():
+        setattr(self, name, getattr(self, name) + count)
+
 
 @struct.dataclass
 class DecodeState:
@@ -366,10 +374,13 @@ class Engine(js.engine_api.Engine):
       logger.warning("prefill rejected a request: %s", err)
       return Prefix(error=f"{type(err).__name__}: {err}" if not isinstance(err, ValueError) else str(err))
 
+  def _rows_per_call(self, bucket: int) -> int:
+    return max(1, min(self.config.prefill_batch, self.config.prefill_batch_tokens // bucket))
+
   def _compute(self, prefixes: list[Prefix], params) -> None:
     """Prefills `prefixes` (same length bucket) in one call; fills in their cache and logits."""
     bucket = bucket_length(max(len(p.ids) for p in prefixes), self.config)
-    rows = next_power_of_two(len(prefixes), 1, self.config.prefill_batch)  # few compiled shapes
+    rows = next_power_of_two(len(prefixes), 1, self._rows_per_call(bucket))  # few compiled shapes
     tokens = np.full((rows, bucket), self._tokenizer.pad_id, np.int32)
     lengths = np.ones((rows,), np.int32)
     for i, prefix in enumerate(prefixes):
@@ -377,22 +388,23 @@ class Engine(js.engine_api.Engine):
       lengths[i] = len(prefix.ids)
     params, version = self._params(params)
     cache, logits = self._run(self._prefill_fn, params, jnp.asarray(tokens), jnp.asarray(lengths))
-    self.stats.prefill_calls += 1
-    self.stats.prefilled_tokens += int(sum(len(p.ids) for p in prefixes))
+    self.stats.add(prefill_calls=1, prefilled_tokens=int(sum(len(p.ids) for p in prefixes)))
     for i, prefix in enumerate(prefixes):
       prefix.cache, prefix.logits, prefix.row, prefix.version = cache, logits, i, version
 
   def prefill_batch(self, requests: Sequence[PrefillInput], params=LIVE_PARAMS) -> list[Prefix]:
     """One prefix per request: errors for bad ones, a planned reuse where a slot's row extends,
-    and the rest prefilled together, one call per length bucket of at most `prefill_batch`."""
+    and the rest prefilled together: calls per length bucket of at most `prefill_batch` prompts
+    and `prefill_batch_tokens` padded tokens."""
     prefixes = [self._accept(r, params) for r in requests]
     waiting: dict[int, list[Prefix]] = {}
     for prefix in prefixes:
       if prefix.error is None and prefix.reuse is None:
         waiting.setdefault(bucket_length(len(prefix.ids), self.config), []).append(prefix)
-    for group in waiting.values():
-      for start in range(0, len(group), self.config.prefill_batch):
-        chunk = group[start:start + self.config.prefill_batch]
+    for bucket, group in waiting.items():
+      per_call = self._rows_per_call(bucket)
+      for start in range(0, len(group), per_call):
+        chunk = group[start:start + per_call]
         try:
           self._compute(chunk, params)
         except Exception as err:  # pylint: disable=broad-exception-caught
@@ -413,7 +425,7 @@ class Engine(js.engine_api.Engine):
     try:
       if prefix.error is None:
         if prefix.reuse is not None and not self.ledger.holds(prefix.reuse):
-          self.stats.evicted_reuses += 1  # the row was given to another request meanwhile
+          self.stats.add(evicted_reuses=1)  # the row was given to another request meanwhile
           prefix.reuse = None
           self._compute([prefix], LIVE_PARAMS)
         s = prefix.sampling
@@ -445,9 +457,7 @@ class Engine(js.engine_api.Engine):
     state = self._run(self._extend_fn, params, decode_state, jnp.int32(prefix.reuse.slot),
                       jnp.int32(reused), jnp.asarray(tokens), jnp.int32(len(rest)),
                       jnp.int32(version), *settings)
-    self.stats.prefill_calls += 1
-    self.stats.prefilled_tokens += len(rest)
-    self.stats.reused_tokens += reused
+    self.stats.add(prefill_calls=1, prefilled_tokens=len(rest), reused_tokens=reused)
     return state
 
   def slot_error(self, slot: int) -> str | None:
@@ -461,7 +471,7 @@ class Engine(js.engine_api.Engine):
     try:
       decode_state, data = self._run(self._generate_fn, params, decode_state, jnp.int32(version),
                                      attend=attend)
-      self.stats.decode_dispatches += 1
+      self.stats.add(decode_dispatches=1)
     except Exception as err:  # pylint: disable=broad-exception-caught
       # Nothing can be trusted in a step that failed: fail every live request, keep serving.
       logger.error("generate step failed: %s", err)
