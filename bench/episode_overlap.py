@@ -110,7 +110,8 @@ class DecodeThenCall:
 
 def engine_config(args) -> EngineConfig:
   config = EngineConfig(max_slots=args.slots, max_prefill_length=MAX_CONTEXT,
-                        max_cache_length=MAX_CONTEXT + args.decode_tokens)
+                        max_cache_length=MAX_CONTEXT + args.decode_tokens,
+                        prefix_store_rows=args.store_rows)
   return config.one_by_one() if args.one_by_one else config
 
 
@@ -123,6 +124,8 @@ def main() -> None:
   parser.add_argument("--tool-turns", type=int, default=3)
   parser.add_argument("--decode-tokens", type=int, default=32)
   parser.add_argument("--slots", type=int, default=32)
+  parser.add_argument("--store-rows", type=int, default=32,
+                      help="prefix store rows beside the slots (as the rollout keeps)")
   parser.add_argument("--one-by-one", action="store_true",
                       help="the engine's path before issue 16, for a before/after comparison")
   parser.add_argument("--out", default="runs/bench")
@@ -162,7 +165,8 @@ def main() -> None:
       "slots": args.slots, "loop_s": loop, "pure_decode_s": pure_decode,
       "sequential_tools_s": pure_decode + tool_total, "ideal_s": max(pure_decode, critical),
       "sum_tool_latency_s": tool_total, "critical_path_tool_s": critical,
-      "one_by_one": args.one_by_one, "engine": stats,
+      "one_by_one": args.one_by_one, "store_rows": 0 if args.one_by_one else args.store_rows,
+      "engine": stats,
       "final_context_tokens": sum(len(t.token_ids) for t in trajectories),
   }
   result["prefilled_over_final_context"] = stats["prefilled_tokens"] / result["final_context_tokens"]

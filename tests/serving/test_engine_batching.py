@@ -152,12 +152,14 @@ def test_an_evicted_row_falls_back_to_a_full_prefill(tokenizer, reference, batch
   assert second.token_ids == generate_all(reference, [(second_ids, 24)])[0].token_ids
 
 
-def test_a_row_overwritten_after_the_lookup_is_noticed_at_insert(tokenizer, tiny_config):
-  """Through the Engine API: the reuse is planned at prefill, and the slot is given to another
-  request before the insert; the tokens equal those of a prefill without reuse."""
+def test_the_prefix_store_and_an_overwrite_after_the_lookup(tokenizer, tiny_config):
+  """Through the Engine API, one store row: a finished sequence moves to the store when its slot
+  is reused, and its next turn extends it from there; a reuse planned at prefill whose row is
+  overwritten before the insert falls back to a full prefill. Tokens equal a prefill without reuse."""
   model = create_model(tiny_config, seed=0)
   engine = Engine(model, tokenizer, EngineConfig(max_slots=4, max_prefill_length=64,
-                                                 max_cache_length=128, min_attention_length=128))
+                                                 max_cache_length=128, min_attention_length=128,
+                                                 prefix_store_rows=1))
   state = engine.init_decode_state()
 
   def prefill(ids, max_tokens=16):
@@ -170,21 +172,43 @@ def test_a_row_overwritten_after_the_lookup_is_noticed_at_insert(tokenizer, tiny
       rows = np.asarray(result.data)[slot]
       tokens += rows[rows[:, js.COL_VALID] == 1, js.COL_TOKEN].tolist()
       if not rows[:, js.COL_VALID].all():
+        engine.ledger.appended(slot, tokens, finished=True, frozen=True)  # as the detokenizer does
         return state, tokens
 
-  ids = [int(t) for t in np.random.default_rng(3).integers(10, tokenizer.vocab_size, 20)]
-  state = engine.insert(prefill(ids), state, slot=0)
-  state, first = run_to_end(state, 0)
-  engine.ledger.appended(0, first, finished=True, frozen=True)  # what the detokenizer reports
+  def reference(state, ids, slot):
+    plain = prefill(ids)
+    assert plain.reuse is None
+    return run_to_end(engine.insert(plain, state, slot=slot), slot)
+
+  rng = np.random.default_rng(3)
+  ids = [int(t) for t in rng.integers(10, tokenizer.vocab_size, 20)]
+  state, first = run_to_end(engine.insert(prefill(ids), state, slot=0), 0)
+  state, _ = run_to_end(engine.insert(prefill(range(30, 50), 4), state, slot=0), 0)  # saves ids
   second_ids = ids + first + list(range(20, 30))
   planned = prefill(second_ids)
-  assert planned.reuse is not None and planned.reuse.slot == 0
+  assert planned.reuse is not None and engine.ledger.in_store(planned.reuse.row)
   assert planned.reuse.length == len(ids) + len(first)
-  state = engine.insert(prefill(range(30, 50), 4), state, slot=0)
-  state = engine.insert(planned, state, slot=1)
-  assert engine.stats.evicted_reuses == 1 and engine.stats.reused_tokens == 0
-  state, second = run_to_end(state, 1)
-  plain = prefill(second_ids)
-  assert plain.reuse is None  # no row holds a finished sequence any more
-  state = engine.insert(plain, state, slot=2)
-  assert run_to_end(state, 2)[1] == second
+  state, second = run_to_end(engine.insert(planned, state, slot=1), 1)
+  assert engine.stats.reused_tokens == len(ids) + len(first)
+
+  other = [int(t) for t in rng.integers(10, tokenizer.vocab_size, 24)]
+  state, done = run_to_end(engine.insert(prefill(other), state, slot=2), 2)
+  third_ids = other + done + [7] * 5
+  planned = prefill(third_ids)
+  assert planned.reuse is not None and planned.reuse.row == 2
+  state = engine.insert(prefill(range(60, 90), 4), state, slot=2)  # slot 2 given away first...
+  state, third = run_to_end(engine.insert(planned, state, slot=3), 3)
+  assert engine.stats.evicted_reuses == 1  # ... so its row was found again, in the store
+  assert engine.stats.reused_tokens == len(ids) + len(first) + len(other) + len(done)
+
+  planned = prefill(second_ids)
+  assert planned.reuse is not None
+  engine.ledger.forget()  # every row overwritten between the lookup and the insert
+  prefilled = engine.stats.prefilled_tokens
+  state, again = run_to_end(engine.insert(planned, state, slot=0), 0)
+  assert engine.stats.evicted_reuses == 2
+  assert engine.stats.prefilled_tokens - prefilled == len(second_ids)  # a full prefill
+  assert again == second
+  engine.ledger.forget()
+  state, expected = reference(state, third_ids, slot=1)
+  assert third == expected

@@ -36,6 +36,7 @@ class RolloutConfig(EpisodeConfig):
   temperature: float = 1.0
   top_p: float = 1.0
   slots: int = 32  # engine decode slots
+  prefix_store_rows: int = 32  # engine cache rows keeping finished turns for their episode's next
   split: str = "train"
 
   def __post_init__(self):
@@ -43,3 +44,5 @@ class RolloutConfig(EpisodeConfig):
     for name in ("group_size", "tasks_per_step", "slots"):
       if getattr(self, name) < 1:
         raise ConfigError(f"rollout.{name} must be >= 1, got {getattr(self, name)}")
+    if self.prefix_store_rows < 0:
+      raise ConfigError(f"rollout.prefix_store_rows must be >= 0, got {self.prefix_store_rows}")

@@ -109,6 +109,7 @@ class DecodeState:
   keys: jax.Array  # [slots, 2] raw PRNG key data
   status: jax.Array  # [slots] STATUS_OK or STATUS_ERROR
   done: jax.Array  # [slots] bool: nothing decodes in this slot (free, finished or failed)
+  store: KVCache | None  # [prefix_store_rows, max_cache_length] finished sequences kept for reuse
 
 
 LIVE_PARAMS = "live"  # what `load_params` returns: use the engine's current weights
@@ -184,11 +185,12 @@ class Engine(js.engine_api.Engine):
     self._tokenizer = EngineTokenizer(tokenizer, self)
     self.vocab_limit = min(tokenizer.vocab_size, model.config.vocab_size)
     self.stop_ids = np.asarray(sorted(tokenizer.stop_ids), np.int32)
-    self.ledger = SlotLedger(config.max_slots, config.max_cache_length)
+    self.ledger = SlotLedger(config.max_slots, config.prefix_store_rows, config.max_cache_length)
     self.stats = EngineStats()
     self._prefill_fn = jax.jit(self._prefill_impl)
     self._insert_fn = jax.jit(self._insert_impl, donate_argnums=(0,))
-    self._extend_fn = jax.jit(self._extend_impl, donate_argnums=(1,))
+    self._extend_fn = jax.jit(self._extend_impl, donate_argnums=(1,), static_argnames=("from_store",))
+    self._save_fn = jax.jit(self._save_impl, donate_argnums=(0,))
     self._mark_error_fn = jax.jit(self._mark_error_impl, donate_argnums=(0,))
     self._generate_fn = jax.jit(self._generate_impl, donate_argnums=(1,), static_argnames=("attend",))
 
@@ -268,14 +270,15 @@ class Engine(js.engine_api.Engine):
     return self._start(state, cache, slot, logits[row], length, version, temperature, top_k, top_p,
                        key, max_tokens)
 
-  def _extend_impl(self, params, state: DecodeState, source_slot, reused, tokens, true_length,
-                   version, temperature, top_k, top_p, key, max_tokens, slot):
-    """Prefills `tokens` [1, T] (true_length real) after the first `reused` tokens of
-    `source_slot`'s row, into `slot` (which may be the same slot)."""
-    take = lambda a: jax.lax.dynamic_index_in_dim(a, source_slot, 0, keepdims=True)
+  def _extend_impl(self, params, state: DecodeState, source, reused, tokens, true_length,
+                   version, temperature, top_k, top_p, key, max_tokens, slot, *, from_store: bool):
+    """Prefills `tokens` [1, T] (true_length real) after the first `reused` tokens of row `source`
+    of the slots (which may be `slot` itself) or of the store, into `slot`."""
+    take = lambda a: jax.lax.dynamic_index_in_dim(a, source, 0, keepdims=True)
     full = state.cache
-    row = KVCache(keys=tuple(map(take, full.keys)), values=tuple(map(take, full.values)),
-                  valid=take(full.valid) & (jnp.arange(full.max_length) < reused)[None, :],
+    held = state.store if from_store else full
+    row = KVCache(keys=tuple(map(take, held.keys)), values=tuple(map(take, held.values)),
+                  valid=take(held.valid) & (jnp.arange(full.max_length) < reused)[None, :],
                   lengths=jnp.reshape(reused, (1,)).astype(jnp.int32))
     model = nnx.merge(self._graphdef, params)
     length = tokens.shape[1]
@@ -286,6 +289,13 @@ class Engine(js.engine_api.Engine):
     cache = self._put_row(full, row, row.valid, slot)
     return self._start(state, cache, slot, logits[0, 0], reused + true_length, version, temperature,
                        top_k, top_p, key, max_tokens)
+
+  def _save_impl(self, state: DecodeState, slot, store_row):
+    """Copies slot `slot`'s row into row `store_row` of the store."""
+    take = lambda a: jax.lax.dynamic_index_in_dim(a, slot, 0, keepdims=True)
+    row = state.cache.replace(keys=tuple(map(take, state.cache.keys)),
+                              values=tuple(map(take, state.cache.values)))
+    return state.replace(store=self._put_row(state.store, row, take(state.cache.valid), store_row))
 
   def _mark_error_impl(self, state: DecodeState, slot):
     return state.replace(status=state.status.at[slot].set(js.STATUS_ERROR),
@@ -332,13 +342,14 @@ class Engine(js.engine_api.Engine):
       i, s, _, _ = carry
       return (i < steps) & jnp.any(~s.done)
 
-    carry = (jnp.int32(0), state.replace(cache=None), cache, data)  # the full cache stays outside
+    store = state.store
+    carry = (jnp.int32(0), state.replace(cache=None, store=None), cache, data)  # caches stay out
     _, state, cache, data = jax.lax.while_loop(more, step, carry)
     put = lambda dst, src: jax.lax.dynamic_update_slice(dst, src, (0,) * dst.ndim)
     full = full.replace(keys=tuple(map(put, full.keys, cache.keys)),
                         values=tuple(map(put, full.values, cache.values)),
                         valid=put(full.valid, cache.valid), lengths=cache.lengths)
-    return state.replace(cache=full), data
+    return state.replace(cache=full, store=store), data
 
   # ----- JetStream Engine API --------------------------------------------------------------------
 
@@ -424,10 +435,13 @@ class Engine(js.engine_api.Engine):
   def insert(self, prefix: Prefix, decode_state: DecodeState, slot: int) -> DecodeState:
     try:
       if prefix.error is None:
-        if prefix.reuse is not None and not self.ledger.holds(prefix.reuse):
-          self.stats.add(evicted_reuses=1)  # the row was given to another request meanwhile
-          prefix.reuse = None
-          self._compute([prefix], LIVE_PARAMS)
+        if prefix.reuse is not None and not self.ledger.take(prefix.reuse):
+          self.stats.add(evicted_reuses=1)  # the row was overwritten meanwhile: look again
+          prefix.reuse = self.ledger.longest_prefix(prefix.ids, self.config.min_prefill_bucket)
+          if prefix.reuse is None or not self.ledger.take(prefix.reuse):
+            prefix.reuse = None
+            self._compute([prefix], LIVE_PARAMS)
+        decode_state = self._keep_finished(decode_state, slot, prefix.reuse)
         s = prefix.sampling
         key = jax.random.key_data(jax.random.PRNGKey(prefix.seed))
         settings = (jnp.float32(s.temperature), jnp.int32(s.top_k), jnp.float32(s.top_p), key,
@@ -448,15 +462,26 @@ class Engine(js.engine_api.Engine):
     self.ledger.cleared(slot)
     return self._run(self._mark_error_fn, decode_state, jnp.int32(slot))
 
+  def _keep_finished(self, decode_state: DecodeState, slot: int, reuse: Reuse | None) -> DecodeState:
+    """Moves the finished sequence in `slot` (about to be overwritten) to the prefix store."""
+    target = self.ledger.save_target(slot, self.config.min_prefill_bucket,
+                                     keep=None if reuse is None else reuse.row)
+    if target is None:
+      return decode_state
+    return self._run(self._save_fn, decode_state, jnp.int32(slot),
+                     jnp.int32(target - self.config.max_slots))
+
   def _extend(self, prefix: Prefix, decode_state: DecodeState, settings) -> DecodeState:
-    reused = prefix.reuse.length
+    reused, source = prefix.reuse.length, prefix.reuse.row
     rest = prefix.ids[reused:]
     tokens = np.full((1, bucket_length(len(rest), self.config)), self._tokenizer.pad_id, np.int32)
     tokens[0, :len(rest)] = rest
     params, version = self._params(LIVE_PARAMS)
-    state = self._run(self._extend_fn, params, decode_state, jnp.int32(prefix.reuse.slot),
-                      jnp.int32(reused), jnp.asarray(tokens), jnp.int32(len(rest)),
-                      jnp.int32(version), *settings)
+    from_store = self.ledger.in_store(source)
+    source -= self.config.max_slots if from_store else 0
+    state = self._run(self._extend_fn, params, decode_state, jnp.int32(source), jnp.int32(reused),
+                      jnp.asarray(tokens), jnp.int32(len(rest)), jnp.int32(version), *settings,
+                      from_store=from_store)
     self.stats.add(prefill_calls=1, prefilled_tokens=len(rest), reused_tokens=reused)
     return state
 
@@ -477,7 +502,7 @@ class Engine(js.engine_api.Engine):
       logger.error("generate step failed: %s", err)
       for slot in range(self.config.max_slots):
         self._slot_errors[slot] = f"decode step failed: {err}"
-        self.ledger.cleared(slot)
+      self.ledger.forget()
       decode_state = self.init_decode_state()
       data = np.zeros((self.config.max_slots, steps, 6), np.int32)
       data[:, :, js.COL_STATUS] = js.STATUS_ERROR
@@ -497,7 +522,10 @@ class Engine(js.engine_api.Engine):
           max_tokens=jnp.zeros((slots,), jnp.int32),
           temperature=jnp.zeros((slots,), jnp.float32), top_k=jnp.zeros((slots,), jnp.int32),
           top_p=jnp.ones((slots,), jnp.float32), keys=jnp.zeros((slots, 2), jnp.uint32),
-          status=jnp.zeros((slots,), jnp.int32), done=jnp.ones((slots,), bool))
+          status=jnp.zeros((slots,), jnp.int32), done=jnp.ones((slots,), bool),
+          store=None if not self.config.prefix_store_rows else KVCache.zeros(
+              cfg.num_layers, self.config.prefix_store_rows, self.config.max_cache_length,
+              cfg.num_kv_heads, cfg.head_dim, jnp.dtype(cfg.dtype)))
 
     return self._run(jax.jit(build))
 

@@ -19,7 +19,8 @@ class EngineConfig:
   prefill_batch_tokens: int = 8192  # ... and at most this many padded tokens per call (memory)
   decode_steps: int = 8  # decode steps per dispatch, run in an on-device loop
   min_attention_length: int = 64  # decode attends over the next power of two above the used cache
-  reuse_prefixes: bool = True  # a prompt extending a finished sequence still in a slot reuses its KV
+  reuse_prefixes: bool = True  # a prompt extending a finished sequence's tokens reuses their KV
+  prefix_store_rows: int = 0  # cache rows beside the slots keeping finished sequences for reuse
   default_sampling: SamplingParams = SamplingParams(temperature=0.0)  # for requests without settings
 
   def one_by_one(self) -> "EngineConfig":
@@ -27,9 +28,11 @@ class EngineConfig:
     dispatch, the whole cache attended, no prefix reuse (the reference for parity tests and
     before/after benchmarks)."""
     return dataclasses.replace(self, prefill_batch=1, decode_steps=1, reuse_prefixes=False,
-                               min_attention_length=self.max_cache_length)
+                               prefix_store_rows=0, min_attention_length=self.max_cache_length)
 
   def __post_init__(self):
+    if self.prefix_store_rows < 0:
+      raise ValueError(f"prefix_store_rows must be >= 0, got {self.prefix_store_rows}")
     if self.max_prefill_length > self.max_cache_length:
       raise ValueError("max_prefill_length must not exceed max_cache_length")
     for name in ("max_slots", "max_prefill_length", "min_prefill_bucket", "prefill_batch",

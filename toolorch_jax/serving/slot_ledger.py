@@ -1,20 +1,26 @@
-"""What the host knows about each decode slot's cache row, without reading the device.
+"""What the host knows about each cache row, without reading the device.
 
-Two uses. (1) Prefix reuse: a finished sequence's row stays in its slot, frozen, until the slot is
-given to another request; the ledger keeps the token ids that row holds, so a later prompt that
-extends them (the next turn of a multi-turn episode: the same ids plus the tool results) is
-prefilled only from where they differ. Every insert into a slot bumps its epoch, which is how a
-reuse planned on a row that has since been overwritten (evicted) is noticed and falls back to a
-full prefill. (2) An upper bound on each live row's length, so that decode attends only over the
-used part of the cache.
+Rows are the decode slots (0 .. slots-1) followed by the prefix store's rows. Two uses.
 
-Threads: the generate thread inserts and dispatches, the detokenize thread appends and finishes,
-the prefill thread looks up; one lock guards it all.
+(1) Prefix reuse. A finished sequence's row stays in its slot, frozen, until the slot is given to
+another request; just before that, the engine moves it to the store (`save_target`), which keeps
+the least recently used rows when full. The ledger keeps the token ids each row holds, so a later
+prompt that extends them (the next turn of an episode: the same ids plus the tool results) is
+prefilled only from where they differ. Every overwrite of a row bumps its epoch: a reuse planned
+on a row that has since been overwritten (evicted) is noticed at insert and falls back to a full
+prefill.
+
+(2) An upper bound on each live slot's length, so that decode attends only over the used part of
+the cache.
+
+Threads: the generate thread inserts, saves and dispatches, the detokenize thread appends and
+finishes, the prefill thread looks up; one lock guards it all.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 from typing import Sequence
 
@@ -23,9 +29,9 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class Reuse:
-  """Extend slot `slot`'s row (as of insert number `epoch`) from its first `length` tokens."""
+  """Extend row `row`'s cache (as of its overwrite number `epoch`) from its first `length` tokens."""
 
-  slot: int
+  row: int
   epoch: int
   length: int
 
@@ -34,29 +40,42 @@ class Reuse:
 class _Row:
   epoch: int = 0
   tokens: list[int] = dataclasses.field(default_factory=list)
-  frozen: bool = False  # finished, and the device no longer writes to it
-  bound: int = 0  # upper bound on the row's length while it decodes; 0 when not decoding
+  frozen: bool = False  # holds a finished sequence the device no longer writes to
+  bound: int = 0  # a slot's upper bound on its length while it decodes; 0 when not decoding
+  used: int = 0  # when it was last written or reused (least recently used leaves the store first)
 
 
 class SlotLedger:
-  def __init__(self, slots: int, max_length: int):
+  def __init__(self, slots: int, store_rows: int, max_length: int):
+    self.slots = slots
     self.max_length = max_length
-    self._rows = [_Row() for _ in range(slots)]
+    self._rows = [_Row() for _ in range(slots + store_rows)]
+    self._clock = itertools.count(1)
     self._lock = threading.Lock()
+
+  def in_store(self, row: int) -> bool:
+    return row >= self.slots
+
+  def _write(self, row: int, tokens: Sequence[int], frozen: bool, bound: int) -> None:
+    entry = self._rows[row]
+    entry.epoch += 1
+    entry.tokens, entry.frozen, entry.bound, entry.used = list(tokens), frozen, bound, next(self._clock)
 
   def inserted(self, slot: int, tokens: Sequence[int]) -> None:
     """A new sequence holding `tokens` now decodes in `slot`."""
     with self._lock:
-      row = self._rows[slot]
-      row.epoch += 1
-      row.tokens, row.frozen, row.bound = list(tokens), False, len(tokens)
+      self._write(slot, tokens, frozen=False, bound=len(tokens))
 
   def cleared(self, slot: int) -> None:
     """The slot holds nothing reusable and decodes nothing (a failed request)."""
     with self._lock:
-      row = self._rows[slot]
-      row.epoch += 1
-      row.tokens, row.frozen, row.bound = [], False, 0
+      self._write(slot, [], frozen=False, bound=0)
+
+  def forget(self) -> None:
+    """Every row lost (the decode state was rebuilt)."""
+    with self._lock:
+      for row in range(len(self._rows)):
+        self._write(row, [], frozen=False, bound=0)
 
   def appended(self, slot: int, tokens: Sequence[int], finished: bool, frozen: bool) -> None:
     """Tokens fed to the model in `slot`; `frozen` once the device stopped writing the row."""
@@ -64,13 +83,27 @@ class SlotLedger:
       row = self._rows[slot]
       row.tokens.extend(int(t) for t in tokens)
       if finished:
-        row.frozen, row.bound = frozen, 0
+        row.frozen, row.bound, row.used = frozen, 0, next(self._clock)
+
+  def save_target(self, slot: int, min_length: int, keep: int | None = None) -> int | None:
+    """Before `slot` is overwritten: the store row to copy its finished sequence into (an empty
+    or the least recently used one other than `keep`, now recorded as holding it), or None
+    (nothing worth keeping, or no store)."""
+    with self._lock:
+      row = self._rows[slot]
+      store = [r for r in range(self.slots, len(self._rows)) if r != keep]
+      if not store or not row.frozen or len(row.tokens) < min_length:
+        return None
+      target = min(store, key=lambda r: (self._rows[r].frozen, self._rows[r].used))
+      self._write(target, row.tokens, frozen=True, bound=0)
+      return target
 
   def dispatched(self, steps: int) -> int:
     """Records a decode dispatch of `steps` steps; returns how much of the cache it can touch."""
     with self._lock:
-      used = max(row.bound for row in self._rows) + steps
-      for row in self._rows:
+      live = self._rows[:self.slots]
+      used = max(row.bound for row in live) + steps
+      for row in live:
         if row.bound:
           row.bound = min(row.bound + steps, self.max_length)
     return min(used, self.max_length)
@@ -80,19 +113,21 @@ class SlotLedger:
     leaving at least one token of `ids` to prefill), if any."""
     best = None
     with self._lock:
-      for slot, row in enumerate(self._rows):
+      for index, row in enumerate(self._rows):
         if not row.frozen or not row.tokens:
           continue
         common = min(len(row.tokens), len(ids) - 1)
-        held = np.asarray(row.tokens[:common])
-        mismatch = np.flatnonzero(held != ids[:common])
+        mismatch = np.flatnonzero(np.asarray(row.tokens[:common]) != ids[:common])
         length = int(mismatch[0]) if mismatch.size else common
         if length >= min_length and (best is None or length > best.length):
-          best = Reuse(slot, row.epoch, length)
+          best = Reuse(index, row.epoch, length)
     return best
 
-  def holds(self, reuse: Reuse) -> bool:
-    """Whether the row `reuse` was planned on is still there, unchanged."""
+  def take(self, reuse: Reuse) -> bool:
+    """Whether the row `reuse` was planned on is still there, unchanged (and marks it used)."""
     with self._lock:
-      row = self._rows[reuse.slot]
-      return row.frozen and row.epoch == reuse.epoch
+      row = self._rows[reuse.row]
+      if not (row.frozen and row.epoch == reuse.epoch):
+        return False
+      row.used = next(self._clock)
+      return True
