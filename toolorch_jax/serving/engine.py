@@ -11,8 +11,9 @@ Speed: prompts waiting together are prefilled in one call per length bucket; `ge
 `max_tokens` or a full cache (the host sees the same stops in `process_result_tokens`), and leaves
 early once every slot is done; decode attends only over the used part of the cache (a power-of-two
 bucket above the longest live row, known on the host from `SlotLedger`). A finished sequence's row
-stays in its slot until the slot is reused, and a prompt that extends it (the next turn of an
-episode) is prefilled only from where the two differ (`EngineConfig.reuse_prefixes`).
+stays in its slot until the slot is reused, then moves to the prefix store (`prefix_store_rows`),
+and a prompt that extends it (the next turn of an episode) is prefilled only from where the two
+differ (`reuse_prefixes`).
 
 Weights can be swapped while the driver runs (`update_params`); every token records the policy
 version of the forward pass that produced its logits. The engine never raises into the driver: a
@@ -163,7 +164,6 @@ class EngineTokenizer(js.tokenizer_api.Tokenizer):
     """The detokenizer's report of the tokens a slot fed to the model (see `SlotLedger`)."""
     self._engine.ledger.appended(slot, token_ids, finished=finish_reason is not None,
                                  frozen=finish_reason in ("stop", "length"))
-
 
 
 class Engine(js.engine_api.Engine):
