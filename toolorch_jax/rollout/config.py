@@ -36,7 +36,10 @@ class RolloutConfig(EpisodeConfig):
   temperature: float = 1.0
   top_p: float = 1.0
   slots: int = 32  # engine decode slots
-  prefix_store_rows: int = 32  # engine cache rows keeping finished turns for their episode's next
+  # >0: a turn reuses the KV of its episode's previous turns (kept in the slots and in this many
+  # more cache rows): much less prefill, but a token's numbers then depend on which rows were
+  # still cached, so a rerun or a resumed run is no longer bit-identical. 0: no reuse.
+  prefix_store_rows: int = 0
   split: str = "train"
 
   def __post_init__(self):

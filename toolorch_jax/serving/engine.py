@@ -213,6 +213,7 @@ class Engine(js.engine_api.Engine):
     with self._update_lock:
       placed = [jax.device_put(a, sharding) for a, (_, _, sharding) in zip(leaves, self._param_layout)]
       self._live = (jax.tree.unflatten(self._params_treedef, placed), int(version))
+      self.ledger.new_weights()  # cached keys and values were computed with the old ones
 
   def _params(self, params: Any):
     return self._live if params is LIVE_PARAMS or params is None else (params, self.version)
@@ -224,16 +225,26 @@ class Engine(js.engine_api.Engine):
   # ----- jitted programs -------------------------------------------------------------------------
 
   def _prefill_impl(self, params, tokens, true_lengths):
-    """tokens [B, T] right-padded, true_lengths [B] -> (cache [B, T], last logits [B, V])."""
+    """tokens [B, T] right-padded, true_lengths [B] -> (cache [B, T], last logits [B, V]).
+
+    One program for the batch, but the prompts run one after another (`lax.map`): a prompt's
+    numbers must not depend on which others arrived with it (a batched matmul rounds differently
+    for other batch sizes), or a rerun would sample differently.
+    """
     model = nnx.merge(self._graphdef, params)
-    batch, length = tokens.shape
-    mask = jnp.arange(length)[None, :] < true_lengths[:, None]
-    cache = KVCache.zeros(self.model_config.num_layers, batch, length, self.model_config.num_kv_heads,
-                          self.model_config.head_dim, jnp.dtype(self.model_config.dtype))
-    positions = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32)[None, :], (batch, length))
-    logits, cache = model(tokens, positions, cache, attention_mask=mask.astype(jnp.int32),
-                          logits_at=true_lengths - 1)
-    return cache, logits[:, 0]
+    length = tokens.shape[1]
+    cfg = self.model_config
+
+    def one(row):
+      ids, true_length = row
+      cache = KVCache.zeros(cfg.num_layers, 1, length, cfg.num_kv_heads, cfg.head_dim,
+                            jnp.dtype(cfg.dtype))
+      mask = (jnp.arange(length) < true_length)[None, :].astype(jnp.int32)
+      logits, cache = model(ids[None], jnp.arange(length, dtype=jnp.int32)[None, :], cache,
+                            attention_mask=mask, logits_at=jnp.reshape(true_length - 1, (1,)))
+      return jax.tree.map(lambda a: a[0], cache), logits[0, 0]
+
+    return jax.lax.map(one, (tokens, true_lengths))
 
   @staticmethod
   def _start(state: DecodeState, cache: KVCache, slot, logits, length, version, temperature, top_k,

@@ -10,6 +10,8 @@ prefilled only from where they differ. Every overwrite of a row bumps its epoch:
 on a row that has since been overwritten (evicted) is noticed at insert and falls back to a full
 prefill.
 
+New weights (`new_weights`) end every reuse: cached keys and values belong to the old ones.
+
 (2) An upper bound on each live slot's length, so that decode attends only over the used part of
 the cache.
 
@@ -39,6 +41,7 @@ class Reuse:
 @dataclasses.dataclass
 class _Row:
   epoch: int = 0
+  weights: int = 0  # which weights computed it (see `new_weights`)
   tokens: list[int] = dataclasses.field(default_factory=list)
   frozen: bool = False  # holds a finished sequence the device no longer writes to
   bound: int = 0  # a slot's upper bound on its length while it decodes; 0 when not decoding
@@ -51,6 +54,7 @@ class SlotLedger:
     self.max_length = max_length
     self._rows = [_Row() for _ in range(slots + store_rows)]
     self._clock = itertools.count(1)
+    self._weights = 0
     self._lock = threading.Lock()
 
   def in_store(self, row: int) -> bool:
@@ -59,6 +63,7 @@ class SlotLedger:
   def _write(self, row: int, tokens: Sequence[int], frozen: bool, bound: int) -> None:
     entry = self._rows[row]
     entry.epoch += 1
+    entry.weights = self._weights
     entry.tokens, entry.frozen, entry.bound, entry.used = list(tokens), frozen, bound, next(self._clock)
 
   def inserted(self, slot: int, tokens: Sequence[int]) -> None:
@@ -70,6 +75,15 @@ class SlotLedger:
     """The slot holds nothing reusable and decodes nothing (a failed request)."""
     with self._lock:
       self._write(slot, [], frozen=False, bound=0)
+
+  def new_weights(self) -> None:
+    """The engine serves new weights: no cached row may be reused, and a sequence decoding now
+    (part old, part new) is not kept when it finishes."""
+    with self._lock:
+      self._weights += 1
+      for row in self._rows:
+        if row.frozen:
+          row.epoch, row.frozen, row.tokens = row.epoch + 1, False, []
 
   def forget(self) -> None:
     """Every row lost (the decode state was rebuilt)."""
@@ -83,7 +97,8 @@ class SlotLedger:
       row = self._rows[slot]
       row.tokens.extend(int(t) for t in tokens)
       if finished:
-        row.frozen, row.bound, row.used = frozen, 0, next(self._clock)
+        row.frozen = frozen and row.weights == self._weights
+        row.bound, row.used = 0, next(self._clock)
 
   def save_target(self, slot: int, min_length: int, keep: int | None = None) -> int | None:
     """Before `slot` is overwritten: the store row to copy its finished sequence into (an empty
@@ -95,7 +110,7 @@ class SlotLedger:
       if not store or not row.frozen or len(row.tokens) < min_length:
         return None
       target = min(store, key=lambda r: (self._rows[r].frozen, self._rows[r].used))
-      self._write(target, row.tokens, frozen=True, bound=0)
+      self._write(target, row.tokens, frozen=True, bound=0)  # same weights: checked when frozen
       return target
 
   def dispatched(self, steps: int) -> int:
