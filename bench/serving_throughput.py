@@ -37,6 +37,11 @@ warm-up and two timed calls per cell; see bench/README.md for the run time), or 
       --new-tokens 8
 
 It prints the tables and writes `results.md` and `results.json` to `--out` (default `runs/bench`).
+The device is JAX's default backend; each row also gives the fraction of the device's memory
+bandwidth our decode used (the bytes a step must read, weights and KV, times steps per second,
+prefill time included, so a lower bound; n/a on a CPU). `--one-by-one` serves on the engine's path
+before issue 16 (one prompt per prefill, one decode step per dispatch, the whole cache attended).
+On an accelerator, `bench/accelerator.sh` runs the Qwen3 0.6B and 1.7B presets in bf16.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ import functools
 import json
 import os
 import platform
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -59,6 +65,9 @@ from toolorch_jax.datadir import data_path
 from toolorch_jax.model import create_model, load_model_config, save_hf
 from toolorch_jax.serving import Driver, Engine, EngineClient, EngineConfig, SamplingParams
 from toolorch_jax.tokenizer import SentencePieceTokenizer, train_sentencepiece
+
+sys.path.insert(0, str(Path(__file__).parent))
+from device_peaks import current_device, decode_bytes_per_step, percent  # noqa: E402
 
 TOKENIZER_VOCAB = 2048  # below every benchmarked model's vocabulary
 PROMPT_SEED = 0
@@ -128,10 +137,18 @@ def make_prompts(tokenizer: SentencePieceTokenizer, count: int, length: int) -> 
 
 # ----- the three samplers -------------------------------------------------------------------------
 
-def run_ours(model, tokenizer, prompts: np.ndarray, new_tokens: int, repeats: int) -> dict:
-  config = EngineConfig(max_slots=len(prompts), max_prefill_length=prompts.shape[1],
-                        max_cache_length=prompts.shape[1] + new_tokens,
-                        min_prefill_bucket=min(16, prompts.shape[1]))
+def engine_config(slots: int, prompt_len: int, new_tokens: int, one_by_one: bool) -> EngineConfig:
+  # No prefix reuse: the timed calls repeat the warm-up's prompts, and the samplers beside ours
+  # prefill every call.
+  config = EngineConfig(max_slots=slots, max_prefill_length=prompt_len,
+                        max_cache_length=prompt_len + new_tokens,
+                        min_prefill_bucket=min(16, prompt_len), reuse_prefixes=False)
+  return config.one_by_one() if one_by_one else config
+
+
+def run_ours(model, tokenizer, prompts: np.ndarray, new_tokens: int, repeats: int,
+             one_by_one: bool = False) -> dict:
+  config = engine_config(len(prompts), prompts.shape[1], new_tokens, one_by_one)
   driver = Driver(Engine(model, tokenizer, config))
   client = EngineClient(driver)
   greedy = SamplingParams(temperature=0.0)
@@ -243,12 +260,13 @@ def bench_config(name: str, args, tokenizer, work: Path) -> dict:
   config = load_model_config(name)
   model = create_model(config, seed=0)
   hf_dir = work / name
-  save_hf(model, config, hf_dir, dtype="float32")
+  if not (args.skip_tunix and args.skip_transformers):
+    save_hf(model, config, hf_dir, dtype="float32")
   prompts = make_prompts(tokenizer, max(args.concurrency), args.prompt_len)
   ours_logits, _ = model(jnp.asarray(prompts[:1], jnp.int32), jnp.arange(args.prompt_len)[None])
   ours_logits = np.asarray(ours_logits[0])
   report = {"config": name, "params": config.num_params, "rope_theta": config.rope_theta,
-            "runs": [], "logits_max_abs_diff": {}}
+            "dtype": config.dtype, "runs": [], "logits_max_abs_diff": {}}
 
   tunix_sampler = hf_model = None
   if not args.skip_tunix:
@@ -281,7 +299,10 @@ def bench_config(name: str, args, tokenizer, work: Path) -> dict:
   for c in args.concurrency:
     batch = prompts[:c]
     run = {"concurrency": c,
-           "ours": run_ours(model, tokenizer, batch, args.new_tokens, args.repeats)}
+           "ours": run_ours(model, tokenizer, batch, args.new_tokens, args.repeats, args.one_by_one)}
+    steps_per_s = run["ours"]["tok_s"] / c
+    step_bytes = decode_bytes_per_step(config, c, args.prompt_len + args.new_tokens / 2)
+    run["ours"]["bandwidth_fraction"] = args.device.bandwidth_fraction(steps_per_s * step_bytes)
     if tunix_sampler is not None:
       run["tunix"] = run_tunix(tunix_sampler, batch, args.new_tokens, config.vocab_size,
                                args.repeats)
@@ -302,16 +323,19 @@ def _cell(value, fmt: str) -> str:
   return "—" if value is None else format(value, fmt)
 
 
-def tables(reports: list[dict], prompt_len: int, new_tokens: int) -> str:
-  lines = ["| config | params | concurrency | tok/s ours | tok/s Tunix | tok/s transformers"
-           " | ours/Tunix | ours/transformers |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+def tables(reports: list[dict], prompt_len: int, new_tokens: int, device) -> str:
+  lines = [f"Device: {device.kind} x {device.count} ({device.platform}).", "",
+           "| config | params | dtype | concurrency | tok/s ours | ours mem BW | tok/s Tunix"
+           " | tok/s transformers | ours/Tunix | ours/transformers |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
   for rep in reports:
     for run in rep["runs"]:
       ours = run["ours"]["tok_s"]
       tunix = run.get("tunix", {}).get("tok_s")
       hf = run.get("transformers", {}).get("tok_s")
       lines.append(
-          f"| {rep['config']} | {rep['params'] / 1e6:.1f}M | {run['concurrency']} | {ours:.1f}"
+          f"| {rep['config']} | {rep['params'] / 1e6:.1f}M | {rep['dtype']} | {run['concurrency']}"
+          f" | {ours:.1f} | {percent(run['ours']['bandwidth_fraction'])}"
           f" | {_cell(tunix, '.1f')} | {_cell(hf, '.1f')}"
           f" | {_cell(tunix and ours / tunix, '.2f')} | {_cell(hf and ours / hf, '.2f')} |")
   lines += ["", "Warm-up (compile) seconds, ours / Tunix / transformers:", ""]
@@ -364,14 +388,17 @@ def main(argv=None) -> None:
                       help="timed calls per cell; the fastest counts")
   parser.add_argument("--skip-tunix", action="store_true")
   parser.add_argument("--skip-transformers", action="store_true")
+  parser.add_argument("--one-by-one", action="store_true",
+                      help="serve on the engine's path before issue 16 (a before/after comparison)")
   parser.add_argument("--out", type=Path, default=Path("runs/bench"),
                       help="folder for results.md and results.json")
   args = parser.parse_args(argv)
 
   start = time.perf_counter()
+  args.device = current_device()
   environment = {"platform": platform.platform(), "cpus": os.cpu_count(),
                  "load_average_at_start": os.getloadavg(), "devices": str(jax.devices()),
-                 "versions": versions()}
+                 "device": args.device.to_dict(), "versions": versions()}
   with tempfile.TemporaryDirectory() as tmp:
     work = Path(tmp)
     tokenizer = train_tokenizer(work / "tokenizer")
@@ -379,11 +406,12 @@ def main(argv=None) -> None:
     for name in args.configs:
       print(f"{name}:", flush=True)
       reports.append(bench_config(name, args, tokenizer, work))
-  table = tables(reports, args.prompt_len, args.new_tokens)
+  table = tables(reports, args.prompt_len, args.new_tokens, args.device)
   elapsed = time.perf_counter() - start
   print("\n" + table + f"\nTotal time {elapsed:.0f} s.")
   args.out.mkdir(parents=True, exist_ok=True)
-  settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+  settings = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()
+              if k != "device"}
   (args.out / "results.md").write_text(table)
   (args.out / "results.json").write_text(json.dumps(
       {"settings": settings, "environment": environment, "total_seconds": elapsed,

@@ -7,6 +7,11 @@ ids (B sequences of T tokens), next-token cross-entropy on every token, one Adam
 `nnx.jit` with `nnx.Optimizer`; transformers runs eagerly in torch (2 threads). Each side gets
 warm-up steps (compilation excluded), then the best of `--repeats` timed runs of `--steps` steps.
 
+The device is JAX's default backend (transformers stays on the CPU); ours is also reported as MFU:
+model FLOPs per token (`device_peaks.train_flops_per_token`) times tokens/s over the device's peak
+bf16 rate (n/a on a CPU). `--skip-tunix` / `--skip-transformers` leave a side out (on an accelerator
+`bench/accelerator.sh` runs ours alone on the Qwen3 0.6B and 1.7B presets in bf16).
+
 Run in the benchmark venv (see bench/README.md): `../bench-venv/bin/python bench/train_step_throughput.py`
 """
 
@@ -30,6 +35,7 @@ from toolorch_jax.rl.batch import Sample, pack
 from toolorch_jax.rl.train_step import OptimConfig, TrainStep, build_optimizer, sft_objective
 
 sys.path.insert(0, str(Path(__file__).parent))
+from device_peaks import current_device, percent, train_flops_per_token  # noqa: E402
 from serving_throughput import load_tunix, set_tunix_rope_theta  # noqa: E402
 
 
@@ -109,31 +115,42 @@ def main() -> None:
   parser.add_argument("--seq-len", type=int, default=256)
   parser.add_argument("--steps", type=int, default=3)
   parser.add_argument("--repeats", type=int, default=2)
+  parser.add_argument("--skip-tunix", action="store_true")
+  parser.add_argument("--skip-transformers", action="store_true")
   parser.add_argument("--out", default="runs/bench")
   args = parser.parse_args()
+  device = current_device()
   rows = []
   for name in args.configs:
     config = load_model_config(name)
     tokens = np.random.default_rng(0).integers(0, config.vocab_size, (args.batch, args.seq_len + 1))
-    with tempfile.TemporaryDirectory() as tmp:
-      save_hf(create_model(config, seed=0), config, tmp)
-      per_step = {"ours": ours(config, tokens, args.steps, args.repeats),
-                  "tunix": tunix(Path(tmp), config, tokens, args.steps, args.repeats),
-                  "transformers": transformers_step(tmp, tokens, args.steps, args.repeats)}
+    per_step = {"ours": ours(config, tokens, args.steps, args.repeats)}
+    if not (args.skip_tunix and args.skip_transformers):
+      with tempfile.TemporaryDirectory() as tmp:
+        save_hf(create_model(config, seed=0), config, tmp)
+        if not args.skip_tunix:
+          per_step["tunix"] = tunix(Path(tmp), config, tokens, args.steps, args.repeats)
+        if not args.skip_transformers:
+          per_step["transformers"] = transformers_step(tmp, tokens, args.steps, args.repeats)
     tokens_per_step = args.batch * args.seq_len
-    row = {"config": name, "params": config.num_params,
+    row = {"config": name, "params": config.num_params, "dtype": config.dtype, "device": device.kind,
            **{f"{k}_tok_s": tokens_per_step / v for k, v in per_step.items()}}
-    row["ours_over_tunix"] = row["ours_tok_s"] / row["tunix_tok_s"]
-    row["ours_over_transformers"] = row["ours_tok_s"] / row["transformers_tok_s"]
+    row["ours_mfu"] = device.mfu(row["ours_tok_s"] * train_flops_per_token(config, args.seq_len))
+    for other in ("tunix", "transformers"):
+      if f"{other}_tok_s" in row:
+        row[f"ours_over_{other}"] = row["ours_tok_s"] / row[f"{other}_tok_s"]
     rows.append(row)
     print(json.dumps(row), flush=True)
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
-  lines = ["| config | params | ours tok/s | Tunix tok/s | transformers tok/s | ours/Tunix | ours/transformers |",
-           "|---|---:|---:|---:|---:|---:|---:|"]
-  lines += [f"| {r['config']} | {r['params'] / 1e6:.1f}M | {r['ours_tok_s']:.0f} | {r['tunix_tok_s']:.0f} |"
-            f" {r['transformers_tok_s']:.0f} | {r['ours_over_tunix']:.2f} | {r['ours_over_transformers']:.2f} |"
-            for r in rows]
+  cell = lambda row, key, fmt: format(row[key], fmt) if key in row else "—"
+  lines = [f"Device: {device.kind} x {device.count} ({device.platform}).", "",
+           "| config | params | dtype | ours tok/s | ours MFU | Tunix tok/s | transformers tok/s"
+           " | ours/Tunix | ours/transformers |", "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+  lines += [f"| {r['config']} | {r['params'] / 1e6:.1f}M | {r['dtype']} | {r['ours_tok_s']:.0f}"
+            f" | {percent(r['ours_mfu'])} | {cell(r, 'tunix_tok_s', '.0f')}"
+            f" | {cell(r, 'transformers_tok_s', '.0f')} | {cell(r, 'ours_over_tunix', '.2f')}"
+            f" | {cell(r, 'ours_over_transformers', '.2f')} |" for r in rows]
   (out / "train_step.md").write_text("\n".join(lines) + "\n")
   (out / "train_step.json").write_text(json.dumps(rows, indent=2) + "\n")
   print("\n".join(lines))

@@ -106,20 +106,23 @@ def test_update_params_switches_weights_and_versions(serving, tokenizer, tiny_co
 
 
 def test_a_swap_during_generation_is_recorded_per_token(serving, tokenizer, tiny_config):
-  """Driven step by step through the Engine API, as JetStream's driver does."""
+  """Driven dispatch by dispatch through the Engine API, as JetStream's driver does."""
   _, engine, _, _ = serving
+  steps = engine.config.decode_steps
   prompt = prompts(2, tokenizer.vocab_size, tokenizer.stop_ids, seed=2)[1]
   prefix = engine.prefill(params=LIVE_PARAMS, padded_tokens=PrefillInput(np.asarray(prompt), GREEDY),
                           true_length=len(prompt))
   state = engine.insert(prefix, engine.init_decode_state(), slot=1)
   versions = []
-  for step in range(6):
-    if step == 3:
+  for dispatch in range(4):
+    if dispatch == 2:
       engine.update_params(create_model(tiny_config, seed=2), version=7)
     state, result = engine.generate(LIVE_PARAMS, state)
-    versions.append(int(np.asarray(result.data)[1, js.COL_VERSION]))
+    rows = np.asarray(result.data)[1]
+    assert rows[:, js.COL_VALID].all()  # no stop id here: nothing ends it within 4 dispatches
+    versions += rows[:, js.COL_VERSION].tolist()
   # A token's version is that of the forward pass that computed its logits: the step before.
-  assert versions == [0, 0, 0, 0, 7, 7]
+  assert versions == [0] * (2 * steps + 1) + [7] * (2 * steps - 1)
 
 
 def test_sampling_settings(serving, tokenizer):

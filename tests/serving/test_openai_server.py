@@ -30,7 +30,7 @@ def server(tool_calling_model_dir):
   process = subprocess.Popen(
       [sys.executable, "-m", "toolorch_jax.cli", "serve", "--hf-dir", str(tool_calling_model_dir),
        "--port", str(port), "--grpc-port", str(grpc_port), "--slots", "8",
-       "--max-prefill-length", "512", "--max-cache-length", "640"],
+       "--max-prefill-length", "512", "--max-cache-length", "640", "--decode-steps", "2"],
       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
       env={**os.environ, "XLA_FLAGS": ""})
   base = f"http://127.0.0.1:{port}"

@@ -63,13 +63,15 @@ class Qwen3(nnx.Module):
       cache: KVCache | None = None,
       attention_mask: jax.Array | None = None,
       segment_ids: jax.Array | None = None,
+      logits_at: jax.Array | None = None,
   ) -> tuple[jax.Array, KVCache | None]:
     """Logits [B, T, V] in float32 and the updated cache.
 
     attention_mask [B, T]: 1 for real tokens, 0 for padding (never attended to, also later from the
     cache). segment_ids [B, T]: packed sequences attend only within their segment (0 = padding);
     training only, not combined with a cache. Positions are given explicitly so left padding and
-    packing need no special cases.
+    packing need no special cases. logits_at [B]: only the logits at that position of each row
+    ([B, 1, V]): a prefill needs one position's, never [B, T, V] for a long prompt and vocabulary.
     """
     mask, slots, cache = attention_mask_for(tokens.shape, cache, attention_mask, segment_ids)
     x = self.embed(tokens)
@@ -83,6 +85,8 @@ class Qwen3(nnx.Module):
         new_values.append(kv[1])
     if cache is not None:
       cache = cache.replace(keys=tuple(new_keys), values=tuple(new_values))
+    if logits_at is not None:
+      x = jnp.take_along_axis(x, logits_at[:, None, None], axis=1)
     return self.unembed(x), cache
 
   def embed(self, tokens: jax.Array) -> jax.Array:

@@ -36,6 +36,10 @@ class RolloutConfig(EpisodeConfig):
   temperature: float = 1.0
   top_p: float = 1.0
   slots: int = 32  # engine decode slots
+  # >0: a turn reuses the KV of its episode's previous turns (kept in the slots and in this many
+  # more cache rows): much less prefill, but a token's numbers then depend on which rows were
+  # still cached, so a rerun or a resumed run is no longer bit-identical. 0: no reuse.
+  prefix_store_rows: int = 0
   split: str = "train"
 
   def __post_init__(self):
@@ -43,3 +47,5 @@ class RolloutConfig(EpisodeConfig):
     for name in ("group_size", "tasks_per_step", "slots"):
       if getattr(self, name) < 1:
         raise ConfigError(f"rollout.{name} must be >= 1, got {getattr(self, name)}")
+    if self.prefix_store_rows < 0:
+      raise ConfigError(f"rollout.prefix_store_rows must be >= 0, got {self.prefix_store_rows}")

@@ -40,10 +40,14 @@ class Rollout:
     self.tokenizer = tokenizer
     self.seed = seed
     # An episode never holds more than max_context tokens, prompt included: that bounds both the
-    # longest prefill (a whole episode so far) and what a slot's cache keeps.
+    # longest prefill (a whole episode so far) and what a slot's cache keeps. With
+    # `prefix_store_rows`, a turn that ends in tool calls leaves its cache behind (in its slot,
+    # then in the store): the episode's next turn prefills only the tool results and the
+    # generation prompt.
     self.engine = Engine(model, tokenizer, EngineConfig(
         max_slots=config.slots, max_prefill_length=config.max_context,
-        max_cache_length=config.max_context), mesh=mesh, version=version)
+        max_cache_length=config.max_context, reuse_prefixes=config.prefix_store_rows > 0,
+        prefix_store_rows=config.prefix_store_rows), mesh=mesh, version=version)
     self.driver = Driver(self.engine)
     self.client = EngineClient(self.driver)
 

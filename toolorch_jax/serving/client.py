@@ -52,7 +52,8 @@ class EngineClient:
 
   async def stream(self, prompt_ids: Sequence[int], max_tokens: int,
                    sampling: SamplingParams | None = None) -> AsyncIterator[js.TokenSample]:
-    """Yields one `TokenSample` per decode step; the last one has `finish_reason` set."""
+    """Yields one `TokenSample` per decode dispatch (up to `decode_steps` tokens); the last one has
+    `finish_reason` set."""
     self.check(prompt_ids, max_tokens, sampling)
     channel = js.async_multifuture.AsyncMultifuture()
     request = GenerationRequest(max_tokens=max_tokens, return_channel=channel,

@@ -1,13 +1,16 @@
-"""JetStream's driver for one engine, with per-request sampling settings.
+"""JetStream's driver for one engine, with per-request sampling settings and batched prefill.
 
 JetStream 0.2.2 has no per-request sampling: its prefill thread hands the engine only padded
 tokens. The request type here carries `SamplingParams`, and the driver passes them to the engine
-with the prompt ids (the engine pads to its own buckets; Qwen3 has no BOS token to add).
+with the prompt ids and the request's `max_tokens` (the engine pads to its own buckets, stops each
+sequence on the device, and Qwen3 has no BOS token to add). Its prefill thread takes every request
+waiting (up to the engine's `prefill_batch`) and prefills them in one `prefill_batch` call.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import queue
 
 import numpy as np
 
@@ -36,4 +39,32 @@ class Driver(js.orchestrator.Driver):
       ids = tokenizer.encode(content)[0] if isinstance(content, str) else np.asarray(content)
     except Exception:  # pylint: disable=broad-exception-caught
       ids = np.asarray([-1])  # rejected with a clear message by the engine's request check
-    return PrefillInput(ids, getattr(request, "sampling", None)), len(ids)
+    return PrefillInput(ids, getattr(request, "sampling", None), request.max_tokens), len(ids)
+
+  def _waiting_requests(self) -> tuple[list, bool]:
+    """The next request (blocking) and those already waiting behind it; and whether to stop."""
+    first = self._prefill_backlog.get(block=True)
+    if first is None:
+      return [], True
+    requests = [first]
+    while len(requests) < self.engine.config.prefill_batch:
+      try:
+        request = self._prefill_backlog.get_nowait()
+      except queue.Empty:
+        break
+      if request is None:
+        return requests, True
+      requests.append(request)
+    return requests, False
+
+  def _prefill_thread(self, idx: int):
+    tokenizer = self.engine.build_tokenizer(self.engine.get_tokenizer())
+    transfer_backlog = self._transfer_backlogs[idx]
+    stop = False
+    while self.live and not stop:
+      requests, stop = self._waiting_requests()
+      inputs = [self._process_prefill_content(r, tokenizer, False, self.engine.max_prefill_length)[0]
+                for r in requests]
+      for request, prefix in zip(requests, self.engine.prefill_batch(inputs, LIVE_PARAMS)):
+        request.prefill_result = prefix
+        transfer_backlog.put(request, block=True)

@@ -13,8 +13,9 @@ This module changes exactly those behaviours and nothing else imports `jetstream
   (`thread_failures`) and lets the process live; the engine itself catches request errors, so this
   is the last line of defence;
 - `server_lib._HOST` set per server start (127.0.0.1 unless told otherwise);
-- `token_utils.process_result_tokens` replaced by `process_result_tokens` below, which keeps the
-  stop token, and reports per-token log-probs, policy versions and a finish reason;
+- `token_utils.process_result_tokens` replaced by `process_result_tokens` below, which reads
+  several decode steps per slot, keeps the stop token, and reports per-token log-probs, policy
+  versions and a finish reason;
 - `ActiveRequest.enqueue_samples` frees the slot of a request whose client went away, instead of
   decoding it to `max_tokens` for nobody;
 - `AsyncMultifuture` tolerates a consumer whose event loop has already closed (its `close()` posts
@@ -149,26 +150,35 @@ def process_result_tokens(tokenizer, slot: int, slot_max_length: int, result_tok
                           complete: np.ndarray, is_client_side_tokenization: bool = False,
                           debug: bool = False):
   """JetStream's per-slot result processing, keeping the stop token and adding log-probs,
-  versions and a finish reason (the engine produces one sample per slot, no speculation)."""
+  versions and a finish reason. The engine decodes several steps per dispatch: a slot's row of
+  `result_tokens.data` is [steps, columns], read up to the sequence's end (the device stops the
+  slot at the same token: stop id, `max_tokens`, full cache). One sample per slot, no speculation.
+  """
   del debug
-  row = np.asarray(result_tokens.data[slot])
   if complete[0]:
     return [TokenSample(text=[], token_ids=[])], complete
-  status = int(row[COL_STATUS])
-  if status == STATUS_ERROR or not row[COL_VALID]:
-    complete = np.ones_like(complete)
-    error = getattr(tokenizer, "slot_error", lambda _: None)(slot)
-    reason = "error" if status == STATUS_ERROR else "length"
-    return [TokenSample(text=[], token_ids=[], finish_reason=reason, error=error)], complete
-  token = int(row[COL_TOKEN])
-  logprob = float(np.array(row[COL_LOGPROB], np.int32).view(np.float32))
-  text = [] if is_client_side_tokenization else [tokenizer.decode([token])]
-  sample = TokenSample(text=text, token_ids=[token], logprobs=[logprob],
-                       versions=[int(row[COL_VERSION])])
-  if token in tokenizer.stop_tokens:
-    sample.finish_reason = "stop"
-  elif row[COL_LENGTH] >= slot_max_length or status == STATUS_CACHE_FULL:
-    sample.finish_reason = "length"
+  sample = TokenSample(text=[], token_ids=[])
+  for row in np.asarray(result_tokens.data[slot]).reshape(-1, COL_STATUS + 1):
+    status = int(row[COL_STATUS])
+    if status == STATUS_ERROR or not row[COL_VALID]:
+      sample.finish_reason = "error" if status == STATUS_ERROR else "length"
+      if status == STATUS_ERROR:
+        sample.error = getattr(tokenizer, "slot_error", lambda _: None)(slot)
+      break
+    token = int(row[COL_TOKEN])
+    sample.token_ids.append(token)
+    sample.logprobs.append(float(np.array(row[COL_LOGPROB], np.int32).view(np.float32)))
+    sample.versions.append(int(row[COL_VERSION]))
+    if not is_client_side_tokenization:
+      sample.text.append(tokenizer.decode([token]))
+    if token in tokenizer.stop_tokens:
+      sample.finish_reason = "stop"
+    elif row[COL_LENGTH] >= slot_max_length or status == STATUS_CACHE_FULL:
+      sample.finish_reason = "length"
+    if sample.finish_reason:
+      break
+  if hasattr(tokenizer, "slot_tokens"):
+    tokenizer.slot_tokens(slot, sample.token_ids, sample.finish_reason)
   if sample.finish_reason:
     complete = np.ones_like(complete)
   return [sample], complete
