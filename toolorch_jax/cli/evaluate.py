@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from toolorch_jax.cli.parsers import add_command, add_overrides
+from toolorch_jax.cli.parsers import add_command, add_job_flags, add_overrides
 from toolorch_jax.config import ConfigError
 from toolorch_jax.rollout.config import EpisodeConfig
 
@@ -55,4 +55,5 @@ def add_parsers(subparsers) -> None:
                       help="render prompts with enable_thinking=False")
   parser.add_argument("--concurrency", type=int, default=EpisodeConfig.concurrency,
                       help="episodes in flight (and engine slots for a model policy)")
+  add_job_flags(parser)
   add_overrides(parser, "environment config", "settings.split=test")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from toolorch_jax.cli.parsers import add_command
+from toolorch_jax.cli.parsers import add_command, add_job_flags
 from toolorch_jax.config import ConfigError
 from toolorch_jax.serving.engine_config import EngineConfig
 
@@ -46,3 +46,4 @@ def add_parsers(subparsers) -> None:
                      help="longest prompt, in tokens")
   serve.add_argument("--max-cache-length", type=int, default=EngineConfig.max_cache_length,
                      help="prompt + generated tokens per sequence")
+  add_job_flags(serve)

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from toolorch_jax import checkpoint
+from toolorch_jax.distributed import allgather_objects, is_primary
 from toolorch_jax.envs.base import Environment
 from toolorch_jax.envs.registry import build_env
+from toolorch_jax.model import local_mesh
 from toolorch_jax.rl.checks import check_run
 from toolorch_jax.rl.config import RunConfig, SFTConfig, SFTData
 from toolorch_jax.rl.report import evaluate_profiles, write_report
@@ -55,13 +57,15 @@ def warm_start(config: RunConfig, tokenizer: Tokenizer, workdir: Path) -> str:
 
 
 def start_rollout(config: RunConfig, trainer: Trainer) -> Rollout:
-  """The Rollout serving the trainer's current weights as its policy version."""
-  return Rollout(trainer.model(), trainer.tokenizer, config.rollout, mesh=trainer.learner.mesh,
-                 seed=config.train.seed, version=trainer.step)
+  """The Rollout serving the trainer's current weights as its policy version, on this host's
+  devices of the trainer's mesh (all of them on one process)."""
+  return Rollout(trainer.model(), trainer.tokenizer, config.rollout,
+                 mesh=local_mesh(trainer.learner.mesh), seed=config.train.seed, version=trainer.step)
 
 
 def run_training(config: RunConfig, workdir: str | Path) -> dict | None:
-  """Runs every configured stage; returns the report when one is configured."""
+  """Runs every configured stage; returns the report when one is configured (on process 0, which
+  writes it; None on the others)."""
   start = time.perf_counter()
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
@@ -80,12 +84,17 @@ def run_training(config: RunConfig, workdir: str | Path) -> dict | None:
   trainer = Trainer(config, workdir, tokenizer, env)
   before_file = workdir / "eval_before.json"
   with contextlib.closing(start_rollout(config, trainer)) as rollout:
-    if config.report.enabled and not before_file.is_file():
-      before_file.write_text(json.dumps(evaluate_profiles(env, rollout, config), indent=2))
+    # Process 0 decides, so every process plays the same evaluations (they exchange episodes).
+    if config.report.enabled and not allgather_objects(before_file.is_file())[0]:
+      before = evaluate_profiles(env, rollout, config)
+      if is_primary():
+        before_file.write_text(json.dumps(before, indent=2))
     trainer.run(rollout)
     if not config.report.enabled:
       return None
     after = evaluate_profiles(env, rollout, config)
+  if not is_primary():
+    return None
 
   # ----- report -----------------------------------------------------------------------------------
   before = json.loads(before_file.read_text())
