@@ -180,19 +180,29 @@ train: {{steps: {STEPS}, seq_len: 96, micro_batch_rows: 8, keep_checkpoints: 10,
   return train, straight
 
 
-def final_params(checkpoints: str, step: int) -> dict[str, np.ndarray]:
-  """A checkpoint's parameters read in this one process, whatever job wrote them."""
+def final_params(checkpoints: str, step: int, like: str | None = None) -> dict[str, np.ndarray]:
+  """A checkpoint's parameters read in this one process, whatever job wrote them; their shapes
+  come from the params metadata of the local checkpoints `like` (default: `checkpoints`)."""
   import orbax.checkpoint as ocp
 
-  from toolorch_jax.checkpoint import as_path
+  from toolorch_jax.checkpoint import TrainCheckpointer, as_path
 
-  path = as_path(checkpoints) / str(step) / "params"
   device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  meta = ocp.StandardCheckpointer().metadata(path).item_metadata.tree
-  abstract = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device), meta)
-  restored = ocp.StandardCheckpointer().restore(path, abstract)
+  meta = ocp.StandardCheckpointer().metadata(as_path(like or checkpoints) / str(step) / "params")
+  abstract = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
+                          meta.item_metadata.tree)
+  with TrainCheckpointer(checkpoints) as checkpointer:
+    restored = checkpointer.restore(step, abstract_params=abstract)
   return {jax.tree_util.keystr(k): np.asarray(v) for k, v in
-          jax.tree_util.tree_flatten_with_path(restored)[0]}
+          jax.tree_util.tree_flatten_with_path(restored.params)[0]}
+
+
+# The one reduction that differs: an all-reduce across processes (gloo) sums in another order than
+# XLA's in-process one (a sum of 8 float32 shards: 2388 of 4096 sums differed in their last bits),
+# so gradients of sharded weights differ by an ulp, which Adam's normalisation carries into the
+# update of near-zero gradient components. Measured after 3 steps: largest difference 1.17e-06,
+# 53514 of 139648 parameters differ; bounded here by a thousandth of what steps 2-3 changed.
+PARITY_SHARE_OF_UPDATE = 1e-3
 
 
 @pytest.mark.slow
@@ -200,30 +210,39 @@ def test_two_processes_train_as_one(grpo, tmp_path):
   train, straight = grpo
   code, out = finish(train(tmp_path, 1, f"train.steps={PARITY_STEPS}"))
   assert code == 0, out
+  # The same episodes, rewards and batches, step by step ...
+  same = ("reward/mean", "rollout/episodes", "train/kept_episodes", "train/tokens", "turns")
+  runs = [[json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+          for workdir in (tmp_path, straight)]
+  assert [m["step"] for m in runs[1]] == list(range(1, STEPS + 1))  # one writer, not two
+  assert runs[1][0]["rollout/episodes"] == 8.0  # both processes' episodes, gathered
+  for one, two in zip(*runs):
+    assert {k: one[k] for k in same} == {k: two[k] for k in same}
+  # ... and the same parameters, to the last bits that the cross-process all-reduce changes.
   one = final_params(str(tmp_path / "checkpoints"), PARITY_STEPS)
   two = final_params(str(straight / "checkpoints"), PARITY_STEPS)
-  assert one.keys() == two.keys() and len(one) > 10
   start = final_params(str(straight / "checkpoints"), 1)
+  assert one.keys() == two.keys() and len(one) > 10
   assert any(not np.array_equal(start[k], two[k]) for k in two)  # it learned something
-  differ = {k: float(np.max(np.abs(one[k] - two[k]))) for k in one if not np.array_equal(one[k], two[k])}
-  assert not differ, f"parameters differ (largest abs difference per leaf): {differ}"
-  metrics = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
-  assert [m["step"] for m in metrics] == list(range(1, STEPS + 1))  # one writer, not two
-  assert metrics[0]["rollout/episodes"] == 8.0  # both processes' episodes, gathered
+  largest = max(float(np.max(np.abs(one[k] - two[k]))) for k in one)
+  update = max(float(np.max(np.abs(two[k] - start[k]))) for k in two)
+  differing = sum(int(np.sum(one[k] != two[k])) for k in one)
+  print(f"parity after {PARITY_STEPS} steps: largest abs difference {largest:.3g} (steps 2-3 moved"
+        f" parameters by up to {update:.3g}), {differing} of {sum(v.size for v in one.values())}"
+        " parameters differ")
+  assert largest <= PARITY_SHARE_OF_UPDATE * update
 
 
 def kill_one_process_after_a_checkpoint(train, workdir, checkpoints, *overrides) -> None:
-  """Starts the 2-process run, SIGKILLs process 1 once step 3's metrics are out (step 2's checkpoint
-  is then written), and checks that the run really stopped short."""
-  from toolorch_jax.checkpoint import TrainCheckpointer
+  """Starts the 2-process run, SIGKILLs process 1 once step 2's checkpoint is committed (orbax
+  writes commit_success.txt last, locally and on GCS), and checks that the run stopped short."""
+  from toolorch_jax.checkpoint import TrainCheckpointer, as_path
 
   run = train(workdir, 2, *overrides)
-  metrics = workdir / "metrics.jsonl"
+  committed = as_path(checkpoints) / "2" / "commit_success.txt"
   deadline = time.time() + 300
-  while run.poll() is None and time.time() < deadline:
-    if metrics.is_file() and len(metrics.read_text().splitlines()) >= 3:
-      break
-    time.sleep(0.05)
+  while run.poll() is None and time.time() < deadline and not committed.exists():
+    time.sleep(0.1)
   assert run.poll() is None, finish(run)[1]
   launcher = psutil.Process(run.pid)
   process_1 = next(c for c in launcher.children() if c.environ().get("JAX_PROCESS_ID") == "1")
@@ -246,6 +265,7 @@ def test_sigkill_of_one_process_then_resume_ends_equal(grpo, tmp_path, where, re
   kill_one_process_after_a_checkpoint(train, tmp_path, checkpoints, *overrides)
   code, out = finish(train(tmp_path, 2, *overrides))
   assert code == 0, out
-  resumed = final_params(checkpoints, STEPS)
   expected = final_params(str(straight / "checkpoints"), STEPS)
+  resumed = final_params(checkpoints, STEPS, like=str(straight / "checkpoints"))
+  assert resumed.keys() == expected.keys()
   assert all(np.array_equal(resumed[k], expected[k]) for k in expected)

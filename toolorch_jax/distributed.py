@@ -170,6 +170,14 @@ def is_primary() -> bool:
   return jax.process_index() == 0
 
 
+def barrier(name: str) -> None:
+  """Waits until every process of the job is here (e.g. after process 0 wrote a file they read)."""
+  if jax.process_count() > 1:
+    from jax.experimental import multihost_utils
+
+    multihost_utils.sync_global_devices(name)
+
+
 def process_share(count: int, index: int | None = None, processes: int | None = None) -> slice:
   """This process's contiguous share of `count` items, as balanced as possible (earlier processes
   take the extra ones)."""

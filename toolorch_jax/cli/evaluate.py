@@ -16,6 +16,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
   """Play each task of an environment once with a policy and write DIR/results.jsonl (one line
   per task), DIR/trajectories.jsonl and DIR/summary.json (success rate, cost, latency, tool mix).
   The data directory comes from $TOOLORCH_DATA_DIR when set."""
+  from toolorch_jax.distributed import is_primary
   from toolorch_jax.envs import load_env
   from toolorch_jax.rollout.config import RolloutConfig
   from toolorch_jax.rollout.evaluate import evaluate
@@ -30,7 +31,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                          concurrency=args.concurrency, slots=args.concurrency,
                          temperature=args.temperature)
   trajectories = evaluate(env, tasks, args.policy, config, args.tokenizer, args.model)
-  print(json.dumps(write_results(args.out, trajectories), indent=2))
+  if is_primary():  # one writer in a multi-host job
+    print(json.dumps(write_results(args.out, trajectories), indent=2))
   return 0
 
 

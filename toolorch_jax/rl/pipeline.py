@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from toolorch_jax import checkpoint
-from toolorch_jax.distributed import allgather_objects, is_primary
+from toolorch_jax.distributed import allgather_objects, barrier, is_primary
 from toolorch_jax.envs.base import Environment
 from toolorch_jax.envs.registry import build_env
 from toolorch_jax.model import local_mesh
@@ -32,20 +32,22 @@ from toolorch_jax.tokenizer import Tokenizer
 
 
 def demonstrations(config: RunConfig, env: Environment, workdir: Path) -> list[dict[str, Any]]:
-  """The warm start's demonstrations, generated once into `workdir/warmstart`."""
+  """The warm start's demonstrations, generated once into `workdir/warmstart` (by process 0)."""
   path = workdir / "warmstart" / "demonstrations.jsonl"
-  if not path.is_file():
+  if is_primary() and not path.is_file():
     demos = env.demonstrations(env.tasks(config.rollout.split), config.warmstart.demonstrations,
                                config.train.seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in demos))
+  barrier("demonstrations")
   return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def warm_start(config: RunConfig, tokenizer: Tokenizer, workdir: Path) -> str:
   """Trains on the demonstrations; returns the model directory for `model.init_from`."""
   out = workdir / "warmstart"
-  if not checkpoint.is_model_checkpoint(str(out / "model")):
+  # Process 0 decides: the processes train together, or not at all.
+  if not allgather_objects(checkpoint.is_model_checkpoint(str(out / "model")))[0]:
     ws = config.warmstart
     sft = SFTConfig(model=config.model,
                     data=SFTData(str(out / "demonstrations.jsonl"), ws.batch_size,
