@@ -34,7 +34,13 @@ def launch(processes: int, devices: int, command: list[str], **env) -> subproces
 
 
 def finish(process: subprocess.Popen, timeout: float = 300) -> tuple[int, str]:
-  out, _ = process.communicate(timeout=timeout)
+  """(exit status, output); past `timeout`, the launcher is stopped (it stops its processes)."""
+  try:
+    out, _ = process.communicate(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    process.terminate()
+    out, _ = process.communicate()
+    pytest.fail(f"no end after {timeout} s; output:\n{out[-20000:]}")
   return process.returncode, out
 
 
@@ -233,24 +239,34 @@ def test_two_processes_train_as_one(grpo, tmp_path):
   assert largest <= PARITY_SHARE_OF_UPDATE * update
 
 
-def kill_one_process_after_a_checkpoint(train, workdir, checkpoints, *overrides) -> None:
-  """Starts the 2-process run, SIGKILLs process 1 once step 2's checkpoint is committed (orbax
-  writes commit_success.txt last, locally and on GCS), and checks that the run stopped short."""
-  from toolorch_jax.checkpoint import TrainCheckpointer, as_path
+def saved_steps(checkpoints: str) -> list[int]:
+  """The committed steps as they are now (gcsfs caches listings, which would show the past)."""
+  from toolorch_jax.checkpoint import TrainCheckpointer
 
+  if checkpoints.startswith("gs://"):
+    import fsspec
+
+    fsspec.filesystem("gs").invalidate_cache()
+  with TrainCheckpointer(checkpoints) as checkpointer:
+    return checkpointer.all_steps()
+
+
+def kill_one_process_after_a_checkpoint(train, workdir, checkpoints, *overrides) -> None:
+  """Starts the 2-process run, SIGKILLs process 1 once step 2's checkpoint is committed, and
+  checks that the run stopped short."""
   run = train(workdir, 2, *overrides)
-  committed = as_path(checkpoints) / "2" / "commit_success.txt"
   deadline = time.time() + 300
-  while run.poll() is None and time.time() < deadline and not committed.exists():
-    time.sleep(0.1)
+  while run.poll() is None and time.time() < deadline and 2 not in saved_steps(checkpoints):
+    time.sleep(0.2)
   assert run.poll() is None, finish(run)[1]
   launcher = psutil.Process(run.pid)
   process_1 = next(c for c in launcher.children() if c.environ().get("JAX_PROCESS_ID") == "1")
   process_1.send_signal(signal.SIGKILL)
   code, out = finish(run)
   assert code == 128 + signal.SIGKILL and "process 1 exited with 137" in out, out
-  saved = TrainCheckpointer(checkpoints).all_steps()
+  saved = saved_steps(checkpoints)
   assert saved and 2 <= saved[-1] < STEPS, saved
+  print(f"killed with checkpoints {saved} written")
 
 
 @pytest.mark.slow
@@ -265,6 +281,7 @@ def test_sigkill_of_one_process_then_resume_ends_equal(grpo, tmp_path, where, re
   kill_one_process_after_a_checkpoint(train, tmp_path, checkpoints, *overrides)
   code, out = finish(train(tmp_path, 2, *overrides))
   assert code == 0, out
+  assert STEPS in saved_steps(checkpoints), out[-20000:]
   expected = final_params(str(straight / "checkpoints"), STEPS)
   resumed = final_params(checkpoints, STEPS, like=str(straight / "checkpoints"))
   assert resumed.keys() == expected.keys()
