@@ -194,7 +194,9 @@ class TrainCheckpointer:
         items[name] = ocp.args.StandardRestore(abstract)
     restored = self._manager.restore(step, args=ocp.args.Composite(**items))
     params, opt_state = (restored[name] if name in items else tree for name, tree in trees.items())
-    states = restored["data_state"]["processes"]
+    saved = restored["data_state"]
+    # checkpoints written before data states were kept per process hold one, unwrapped
+    states = saved["processes"] if "processes" in saved else [saved]
     data_state = states[jax.process_index()] if len(states) == jax.process_count() else None
     return Restored(step, params, opt_state, _rng_from_json(restored["rng"]), data_state,
                     restored["config"]["yaml"], restored["extra"])
