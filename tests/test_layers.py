@@ -12,7 +12,8 @@ import toolorch_jax
 # Lowest first. Beside each other in a layer means independent of each other.
 LAYERS = (
     ("config",),  # typed configs from YAML, and ConfigError
-    ("datadir", "registry"),  # the data directory; names YAML may use for objects
+    ("datadir", "registry", "distributed"),  # the data directory; names YAML may use for objects;
+    # joining a multi-host job
     ("data", "metrics"),  # task records, readers and streams; the metrics writer
     ("model", "tools"),  # the Qwen3 model; the tool contract and the tools
     ("tokenizer", "checkpoint"),  # tokenizers, chat template, tool-call parser; orbax checkpoints

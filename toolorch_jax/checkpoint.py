@@ -6,8 +6,9 @@ device reads only its own shards; a checkpoint written on one mesh restores onto
 `load_pretrained` takes either such a folder or a Hugging Face directory, whichever it is given.
 
 A training checkpoint (`TrainCheckpointer`) is one orbax CheckpointManager step folder per saved
-step: parameters and optimizer state as sharded array trees, and the RNG key, the data iterator
-state, the resolved config and free-form extras as JSON. Saves are asynchronous and old steps are
+step: parameters and optimizer state as sharded array trees (each process writes its shards), and
+the RNG key, the data iterator state of every process (gathered, each restores its own), the
+resolved config and free-form extras as JSON. Saves are asynchronous and old steps are
 pruned to the newest `keep`, so a run resumes from the latest step with everything it needs.
 """
 
@@ -26,6 +27,7 @@ from flax import nnx
 from jax.sharding import Mesh, NamedSharding, PartitionSpec, SingleDeviceSharding
 
 from toolorch_jax.config import ConfigError, load_config, to_yaml
+from toolorch_jax.distributed import allgather_objects
 from toolorch_jax.model import ModelConfig, Qwen3, abstract_model, load_hf
 
 CONFIG_FILE = "model.yaml"
@@ -132,7 +134,7 @@ class Restored(NamedTuple):
   params: Any
   opt_state: Any
   rng: jax.Array
-  data_state: dict[str, Any]
+  data_state: dict[str, Any] | None  # this process's; None when another number of processes wrote it
   config_yaml: str
   extra: dict[str, Any]
 
@@ -161,10 +163,12 @@ class TrainCheckpointer:
   def save(self, step: int, params: Any, opt_state: Any, rng: jax.Array, data_state: dict[str, Any],
            config_yaml: str, extra: dict[str, Any] | None = None, force: bool = False) -> bool:
     """Starts saving `step` (arrays are copied off the devices before this returns, so the caller
-    may donate them); False when skipped by `save_every` or already saved."""
+    may donate them); False when skipped by `save_every` or already saved. Every process of a job
+    calls it, with its own `data_state`."""
     if step in self._manager.all_steps():
       return False
-    items = {"rng": ocp.args.JsonSave(_rng_to_json(rng)), "data_state": ocp.args.JsonSave(data_state),
+    per_process = {"processes": allgather_objects(data_state)}  # orbax writes JSON from process 0
+    items = {"rng": ocp.args.JsonSave(_rng_to_json(rng)), "data_state": ocp.args.JsonSave(per_process),
              "config": ocp.args.JsonSave({"yaml": config_yaml}), "extra": ocp.args.JsonSave(extra or {})}
     for name, tree in (("params", params), ("opt_state", opt_state)):
       if jax.tree.leaves(tree):  # orbax refuses trees without arrays, e.g. optax's EmptyState
@@ -190,7 +194,11 @@ class TrainCheckpointer:
         items[name] = ocp.args.StandardRestore(abstract)
     restored = self._manager.restore(step, args=ocp.args.Composite(**items))
     params, opt_state = (restored[name] if name in items else tree for name, tree in trees.items())
-    return Restored(step, params, opt_state, _rng_from_json(restored["rng"]), restored["data_state"],
+    saved = restored["data_state"]
+    # checkpoints written before data states were kept per process hold one, unwrapped
+    states = saved["processes"] if "processes" in saved else [saved]
+    data_state = states[jax.process_index()] if len(states) == jax.process_count() else None
+    return Restored(step, params, opt_state, _rng_from_json(restored["rng"]), data_state,
                     restored["config"]["yaml"], restored["extra"])
 
   def wait(self) -> None:

@@ -48,6 +48,17 @@ def test_state_round_trip_continues_exactly(consumed):
   assert next(iter(resumed)) is not None  # still endless
 
 
+def test_process_shards_cut_the_same_global_batches():
+  """Each process's stream is its contiguous share of the one-process batch, at `offset`."""
+  whole = take(TaskStream(TASKS, 5, seed=3), 6)
+  shards = [TaskStream(TASKS, 5, seed=3, shard=(i, 2)) for i in range(2)]
+  assert [s.offset for s in shards] == [0, 3]
+  parts = [take(s, 6) for s in shards]
+  assert [a + b for a, b in zip(*parts)] == whole
+  with pytest.raises(ConfigError, match="'shard' was \\[0, 2\\] when saved, is \\[1, 2\\]"):
+    shards[1].set_state(shards[0].get_state())
+
+
 def test_state_of_another_stream_is_refused():
   state = TaskStream(TASKS, 3, seed=4).get_state()
   with pytest.raises(ConfigError, match="'batch_size' was 3 when saved, is 2 now"):

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from toolorch_jax.cli.parsers import add_command, add_overrides
+from toolorch_jax.cli.parsers import add_command, add_job_flags, add_overrides
 from toolorch_jax.config import ConfigError
 from toolorch_jax.rollout.config import EpisodeConfig
 
@@ -21,6 +21,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
   results file through the τ² environment instead: DIR/results.jsonl (our reward beside the
   recorded one, outputs matched) and DIR/summary.json. The data directory comes from
   $TOOLORCH_DATA_DIR when set."""
+  from toolorch_jax.distributed import is_primary
   from toolorch_jax.rollout.config import RolloutConfig
 
   config = RolloutConfig(max_turns=args.max_turns, max_context=args.max_context,
@@ -38,7 +39,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
   trajectories = _play(args.env, args.overrides, args.split, args.limit, args.policy,
                        args.trials, config, args)
-  print(json.dumps(write_results(args.out, trajectories), indent=2))
+  if is_primary():  # one writer in a multi-host job
+    print(json.dumps(write_results(args.out, trajectories), indent=2))
   return 0
 
 
@@ -110,4 +112,5 @@ def add_parsers(subparsers) -> None:
                       help="render prompts with enable_thinking=False")
   parser.add_argument("--concurrency", type=int, default=EpisodeConfig.concurrency,
                       help="episodes in flight (and engine slots for a model policy)")
+  add_job_flags(parser)
   add_overrides(parser, "environment config", "settings.split=test")

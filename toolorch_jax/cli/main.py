@@ -42,6 +42,10 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
   args = parse(argv)
   try:
+    if hasattr(args, "coordinator_address"):  # a command that runs JAX: join the job first
+      from toolorch_jax.distributed import initialize_from_args
+
+      initialize_from_args(args)
     return args.func(args)
   except (ConfigError, FileNotFoundError, RuntimeError, ImportError) as err:
     print(f"toolorch {args.command}: error: {err}", file=sys.stderr)

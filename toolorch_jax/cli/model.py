@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from toolorch_jax.cli.parsers import add_command, add_overrides
+from toolorch_jax.cli.parsers import add_command, add_job_flags, add_overrides
 from toolorch_jax.config import ConfigError
 
 
@@ -110,3 +110,4 @@ def add_parsers(subparsers) -> None:
   convert.add_argument("--to", choices=("hf", "orbax"), required=True, help="output format")
   convert.add_argument("--dtype", choices=("float32", "bfloat16"), default=None,
                        help="cast the weights (default: keep)")
+  add_job_flags(convert)

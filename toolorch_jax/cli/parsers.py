@@ -23,6 +23,13 @@ def add_group(subparsers, name: str, summary: str):
   return parser.add_subparsers(dest=f"{name}_action", required=True, metavar="ACTION")
 
 
+def add_job_flags(parser: argparse.ArgumentParser) -> None:
+  """The multi-host flags of a command that runs JAX; `main` joins the job before it runs."""
+  from toolorch_jax.distributed import add_arguments
+
+  add_arguments(parser)
+
+
 def add_overrides(parser: argparse.ArgumentParser, what: str, example: str) -> None:
   parser.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                       help=f"{what} overrides, e.g. {example}")

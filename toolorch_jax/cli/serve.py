@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from toolorch_jax.cli.parsers import add_command
+from toolorch_jax.cli.parsers import add_command, add_job_flags
 from toolorch_jax.config import ConfigError
 from toolorch_jax.serving.engine_config import EngineConfig
 
@@ -48,3 +48,4 @@ def add_parsers(subparsers) -> None:
                      help="prompt + generated tokens per sequence")
   serve.add_argument("--decode-steps", type=int, default=EngineConfig.decode_steps,
                      help="decode steps per dispatch (also the tokens per streamed chunk, at most)")
+  add_job_flags(serve)

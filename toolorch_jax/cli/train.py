@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from toolorch_jax.cli.parsers import add_command, add_overrides
+from toolorch_jax.cli.parsers import add_command, add_job_flags, add_overrides
 from toolorch_jax.config import ConfigError, config_dir, load_config
 
 DEFAULT_CONFIG = "local.yaml"  # the embedded default run
@@ -44,9 +44,11 @@ def add_parsers(subparsers) -> None:
                       "GRPO training of the orchestrator (default: the embedded CPU run)")
   train.add_argument("--config", help=f"run config YAML (default: configs/{DEFAULT_CONFIG})")
   train.add_argument("--workdir", default="runs/local", help="checkpoints, metrics and reports")
+  add_job_flags(train)
   add_overrides(train, "run config", "train.steps=10")
 
   sft = add_command(subparsers, "sft", cmd_sft, "supervised warm start on demonstration conversations")
   sft.add_argument("--config", help="SFT config YAML")
   sft.add_argument("--workdir", default="runs/sft", help="checkpoints, metrics and the final model")
+  add_job_flags(sft)
   add_overrides(sft, "SFT config", "train.steps=50")

@@ -10,7 +10,7 @@ from jax.sharding import Mesh, NamedSharding
 from toolorch_jax.model.cache import KVCache
 from toolorch_jax.model.config import ModelConfig
 from toolorch_jax.model.layers import INIT_STD, MLP, Attention, RMSNorm, sharded_param
-from toolorch_jax.model.sharding import constrain, logical_to_spec
+from toolorch_jax.model.sharding import constrain, logical_to_spec, transfer
 
 REMAT = {
     "full": None,  # jax.checkpoint's default: save nothing, recompute the layer in the backward pass
@@ -157,4 +157,4 @@ def shard_model(model: Qwen3, mesh: Mesh) -> Qwen3:
     shardings = jax.tree.map(
         lambda v: NamedSharding(mesh, logical_to_spec(v.get_metadata()["logical_axes"], v.shape)),
         state, is_leaf=lambda x: isinstance(x, nnx.Variable))
-  return nnx.merge(graphdef, jax.device_put(state, shardings))
+  return nnx.merge(graphdef, transfer(state, shardings))

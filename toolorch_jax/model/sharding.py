@@ -84,18 +84,76 @@ class MeshConfig:
     return None if -1 in sizes else math.prod(sizes)
 
 
+def host_aware_devices(count: int | None = None) -> list[jax.Device]:
+  """`count` devices (default: all) taken evenly from every process, process by process and by id
+  within a process. A mesh built from them in this order keeps its fastest-varying axes (tensor,
+  then fsdp) inside a host, and a mesh smaller than the job still spans every host, so every
+  process feeds its rows and runs its share."""
+  by_process: dict[int, list[jax.Device]] = {}
+  for device in sorted(jax.devices(), key=lambda d: (d.process_index, d.id)):
+    by_process.setdefault(device.process_index, []).append(device)
+  processes = len(by_process)
+  count = len(jax.devices()) if count is None else count
+  per_process = min(len(devices) for devices in by_process.values())
+  if count % processes or count // processes > per_process:
+    raise ConfigError(f"mesh: {count} devices cannot be taken evenly from {processes} processes"
+                      f" with {per_process} devices each")
+  return [d for index in sorted(by_process) for d in by_process[index][:count // processes]]
+
+
 def make_mesh(config: MeshConfig | None = None, devices: Sequence[jax.Device] | None = None) -> Mesh:
   """Builds an Auto-typed (GSPMD) mesh with axes (data, fsdp, tensor) over `devices` (default:
-  as many of JAX's devices as the config asks for, or all of them when an axis is -1)."""
+  as many devices as the config asks for, or all of them when an axis is -1, in the host-aware
+  order of `host_aware_devices`)."""
   config = config or MeshConfig()
   if devices is None:
-    devices = jax.devices()
-    wanted = config.num_devices or len(devices)
-    if wanted > len(devices):
-      raise ConfigError(f"mesh: {config} needs {wanted} devices, JAX has {len(devices)}")
-    devices = devices[:wanted]
+    wanted = config.num_devices or len(jax.devices())
+    if wanted > len(jax.devices()):
+      raise ConfigError(f"mesh: {config} needs {wanted} devices, JAX has {len(jax.devices())}")
+    devices = host_aware_devices(wanted)
   shape = config.shape(len(devices))
   return Mesh(np.asarray(devices).reshape(shape), MESH_AXES, axis_types=(AxisType.Auto,) * 3)
+
+
+def local_mesh(mesh: Mesh) -> Mesh:
+  """The part of `mesh` on this process's devices, with the same axes: where a host runs work
+  that is its own (its rollouts), without collectives across hosts. On one process, `mesh`."""
+  if not mesh.is_multi_process:
+    return mesh
+  local = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+  tensor = mesh.shape["tensor"] if len(local) % mesh.shape["tensor"] == 0 else 1
+  return make_mesh(MeshConfig(data=1, fsdp=len(local) // tensor, tensor=tensor), local)
+
+
+def transfer(tree, shardings):
+  """`jax.device_put(tree, shardings)`, also from arrays spread over several processes onto
+  another device set, which device_put refuses ("Cannot reshard an input that is not fully
+  addressable"). Such a leaf is gathered into each host's memory and placed from there, one leaf
+  at a time, so the extra device memory is one leaf (measured on 2 CPU processes x 4 devices,
+  64 KiB: 5.2 ms per leaf this way, 12.3 ms through a replicated on-device copy)."""
+  from jax.experimental import multihost_utils
+
+  def move(leaf, sharding):
+    if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
+      leaf = multihost_utils.process_allgather(leaf, tiled=True)
+    return jax.device_put(leaf, sharding)
+
+  # `shardings` may be a prefix of `tree` (a sharding per nnx.Variable), as for device_put.
+  return jax.tree.map(lambda sharding, part: jax.tree.map(lambda leaf: move(leaf, sharding), part),
+                      shardings, tree)
+
+
+def global_array(value, sharding: NamedSharding) -> jax.Array:
+  """The array `value` (which every process holds in full, e.g. a packed batch) on `sharding`,
+  each process handing JAX only the rows its devices hold (`make_array_from_process_local_data`).
+  An array already on the mesh is resharded in place."""
+  if isinstance(value, jax.Array) or not sharding.mesh.is_multi_process:
+    return jax.device_put(value, sharding)
+  boxes = sharding.addressable_devices_indices_map(value.shape).values()
+  local = tuple(slice(min(box[d].indices(n)[0] for box in boxes),
+                      max(box[d].indices(n)[1] for box in boxes))
+                for d, n in enumerate(value.shape))
+  return jax.make_array_from_process_local_data(sharding, value[local], value.shape)
 
 
 def within(mesh: Mesh | None) -> contextlib.AbstractContextManager:

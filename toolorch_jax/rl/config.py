@@ -41,6 +41,7 @@ class TrainSection:
   micro_batch_rows: int = 4  # rows per micro-batch (gradient accumulation over the rest)
   checkpoint_every: int = 1
   keep_checkpoints: int = 3
+  checkpoint_dir: str = ""  # local or gs:// (default: WORKDIR/checkpoints)
   tensorboard: bool = True
   progress: bool = True
 

@@ -17,6 +17,7 @@ from flax import nnx
 
 from toolorch_jax import checkpoint
 from toolorch_jax.config import ConfigError
+from toolorch_jax.distributed import is_primary
 from toolorch_jax.metrics import MetricsWriter
 from toolorch_jax.model import MeshConfig, Qwen3, create_model, load_model_config, make_mesh
 from toolorch_jax.model.sharding import within
@@ -56,8 +57,8 @@ class Learner:
     with within(self.mesh):
       self.opt_state = jax.jit(self.optimizer.init)(self.params)
     self.train_step = TrainStep(self.graphdef, self.optimizer, objective, aggregation, self.mesh)
-    self.checkpointer = checkpoint.TrainCheckpointer(str(self.workdir / "checkpoints"),
-                                                     keep=train.keep_checkpoints)
+    self.checkpointer = checkpoint.TrainCheckpointer(
+        train.checkpoint_dir or str(self.workdir / "checkpoints"), keep=train.keep_checkpoints)
     self.rng = jax.random.key(train.seed)
     self.step = 0
 
@@ -68,6 +69,10 @@ class Learner:
       return None
     restored = self.checkpointer.restore(None, checkpoint.abstract_like(self.params),
                                          checkpoint.abstract_like(self.opt_state))
+    if restored.data_state is None:
+      raise ConfigError(f"{self.checkpointer.directory}: step {restored.step} was written by a job"
+                        f" with another number of processes than this one ({jax.process_count()});"
+                        " each process's data state is its own, so resume with the same number")
     self.step, self.params, self.opt_state, self.rng, data_state = restored[:5]
     return data_state
 
@@ -96,11 +101,12 @@ class Learner:
           data_state: Callable[[], dict[str, Any]] = dict,
           extras: Callable[[int], dict[str, Any]] = lambda step: {}) -> None:
     """Makes steps until `train.steps`: `one_step(step)` does step number `step` (1-based) and
-    returns its metrics; each checkpoint keeps `data_state()` and `extras(step)` beside the
-    weights."""
+    returns its metrics; each checkpoint keeps `data_state()` (this process's) and `extras(step)`
+    beside the weights. Every process of a job runs it; files are written by one."""
     total = self.train.steps
-    self.workdir.mkdir(parents=True, exist_ok=True)
-    (self.workdir / "config.yaml").write_text(config_yaml)
+    if is_primary():
+      self.workdir.mkdir(parents=True, exist_ok=True)
+      (self.workdir / "config.yaml").write_text(config_yaml)
     writer = MetricsWriter(str(self.workdir), total, use_tensorboard=self.train.tensorboard,
                            progress=self.train.progress)
     try:

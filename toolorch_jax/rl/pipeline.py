@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from toolorch_jax import checkpoint
+from toolorch_jax.distributed import allgather_objects, barrier, is_primary
 from toolorch_jax.envs.base import Environment
 from toolorch_jax.envs.registry import build_env
+from toolorch_jax.model import local_mesh
 from toolorch_jax.rl.checks import check_run
 from toolorch_jax.rl.config import RunConfig, SFTConfig, SFTData
 from toolorch_jax.rl.report import evaluate_profiles, write_report
@@ -30,20 +32,22 @@ from toolorch_jax.tokenizer import Tokenizer
 
 
 def demonstrations(config: RunConfig, env: Environment, workdir: Path) -> list[dict[str, Any]]:
-  """The warm start's demonstrations, generated once into `workdir/warmstart`."""
+  """The warm start's demonstrations, generated once into `workdir/warmstart` (by process 0)."""
   path = workdir / "warmstart" / "demonstrations.jsonl"
-  if not path.is_file():
+  if is_primary() and not path.is_file():
     demos = env.demonstrations(env.tasks(config.rollout.split), config.warmstart.demonstrations,
                                config.train.seed)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in demos))
+  barrier("demonstrations")
   return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def warm_start(config: RunConfig, tokenizer: Tokenizer, workdir: Path) -> str:
   """Trains on the demonstrations; returns the model directory for `model.init_from`."""
   out = workdir / "warmstart"
-  if not checkpoint.is_model_checkpoint(str(out / "model")):
+  # Process 0 decides: the processes train together, or not at all.
+  if not allgather_objects(checkpoint.is_model_checkpoint(str(out / "model")))[0]:
     ws = config.warmstart
     sft = SFTConfig(model=config.model,
                     data=SFTData(str(out / "demonstrations.jsonl"), ws.batch_size,
@@ -55,13 +59,15 @@ def warm_start(config: RunConfig, tokenizer: Tokenizer, workdir: Path) -> str:
 
 
 def start_rollout(config: RunConfig, trainer: Trainer) -> Rollout:
-  """The Rollout serving the trainer's current weights as its policy version."""
-  return Rollout(trainer.model(), trainer.tokenizer, config.rollout, mesh=trainer.learner.mesh,
-                 seed=config.train.seed, version=trainer.step)
+  """The Rollout serving the trainer's current weights as its policy version, on this host's
+  devices of the trainer's mesh (all of them on one process)."""
+  return Rollout(trainer.model(), trainer.tokenizer, config.rollout,
+                 mesh=local_mesh(trainer.learner.mesh), seed=config.train.seed, version=trainer.step)
 
 
 def run_training(config: RunConfig, workdir: str | Path) -> dict | None:
-  """Runs every configured stage; returns the report when one is configured."""
+  """Runs every configured stage; returns the report when one is configured (on process 0, which
+  writes it; None on the others)."""
   start = time.perf_counter()
   workdir = Path(workdir)
   workdir.mkdir(parents=True, exist_ok=True)
@@ -80,12 +86,17 @@ def run_training(config: RunConfig, workdir: str | Path) -> dict | None:
   trainer = Trainer(config, workdir, tokenizer, env)
   before_file = workdir / "eval_before.json"
   with contextlib.closing(start_rollout(config, trainer)) as rollout:
-    if config.report.enabled and not before_file.is_file():
-      before_file.write_text(json.dumps(evaluate_profiles(env, rollout, config), indent=2))
+    # Process 0 decides, so every process plays the same evaluations (they exchange episodes).
+    if config.report.enabled and not allgather_objects(before_file.is_file())[0]:
+      before = evaluate_profiles(env, rollout, config)
+      if is_primary():
+        before_file.write_text(json.dumps(before, indent=2))
     trainer.run(rollout)
     if not config.report.enabled:
       return None
     after = evaluate_profiles(env, rollout, config)
+  if not is_primary():
+    return None
 
   # ----- report -----------------------------------------------------------------------------------
   before = json.loads(before_file.read_text())

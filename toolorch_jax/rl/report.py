@@ -17,6 +17,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from toolorch_jax.data.task import Preference, Task
+from toolorch_jax.distributed import allgather_lists, process_share
 from toolorch_jax.envs.base import Ability, Environment
 from toolorch_jax.rewards import compute_rewards
 from toolorch_jax.rl.config import RunConfig
@@ -67,7 +68,9 @@ def evaluate_profiles(env: Environment, rollout: Rollout, config: RunConfig) -> 
   runs = [(p.name, env.with_preference(tasks, p)) for p in _profiles(env)] or [(ALL_TASKS, tasks)]
   summaries = {}
   for index, (name, profiled) in enumerate(runs):
-    trajectories = rollout.play(env, profiled, config.report.samples, policy=policy)
+    share = process_share(len(profiled))  # each process plays its share, as in training
+    trajectories = allgather_lists(rollout.play(env, profiled[share], config.report.samples,
+                                                first_group_id=share.start, policy=policy))
     for t in trajectories:
       t.group_id = index  # one normalisation group per profile
     rewards, _ = compute_rewards(trajectories, config.rewards)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from toolorch_jax.config import ConfigError
+from toolorch_jax.distributed import barrier, is_primary
 from toolorch_jax.envs.base import Environment
 from toolorch_jax.rl.config import RunConfig
 from toolorch_jax.tokenizer import Tokenizer, load_tokenizer, render_chat, train_sentencepiece
@@ -50,7 +51,9 @@ def prepare_tokenizer(config: RunConfig, env: Environment, workdir: Path,
   if config.model.tokenizer_vocab <= 0:
     raise ConfigError("model.tokenizer: give a tokenizer path, or model.tokenizer_vocab to train one")
   path = workdir / "tokenizer" / "tokenizer.model"
-  if not path.is_file():  # a domain tokenizer: long pieces across words keep prompts short
+  # a domain tokenizer (long pieces across words keep prompts short), trained by process 0
+  if is_primary() and not path.is_file():
     train_sentencepiece(tokenizer_corpus(config, env, demos), config.model.tokenizer_vocab,
                         path.parent, max_piece_length=64, split_by_whitespace=False)
+  barrier("tokenizer")
   return load_tokenizer(path)

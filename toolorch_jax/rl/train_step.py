@@ -17,7 +17,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
-from toolorch_jax.model.sharding import logical_to_spec, within
+from toolorch_jax.model.sharding import global_array, logical_to_spec, within
 from toolorch_jax.rl.grpo import GRPOConfig
 from toolorch_jax.rl.loss import aggregate, policy_loss_terms, token_log_probs
 
@@ -106,7 +106,7 @@ class TrainStep:
     if self.mesh is None:
       return {k: jnp.asarray(v) for k, v in batch.items()}
     with within(self.mesh):
-      return {k: jax.device_put(v, NamedSharding(self.mesh, logical_to_spec(
+      return {k: global_array(v, NamedSharding(self.mesh, logical_to_spec(
           (None, "batch", "seq")[-v.ndim:], v.shape))) for k, v in batch.items()}
 
   def log_probs(self, params, batch: dict[str, Any]) -> jax.Array:

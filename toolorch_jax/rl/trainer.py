@@ -4,7 +4,9 @@ Every step: the task stream gives `tasks_per_step` tasks; the Rollout plays `gro
 of each; rewards, group advantages and filters select what to learn from; the learner packs the
 kept episodes and makes one update; the new weights go back to the Rollout as policy version
 `step`. Rollouts are synchronous (on-policy); `grpo.max_staleness` bounds how many versions behind
-an episode may be when rollouts run ahead.
+an episode may be when rollouts run ahead. In a job of several processes, each plays its share of
+the step's tasks on the devices of its own host and every process learns from all episodes, so a
+step's update is the same whatever the number of processes.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 
 from toolorch_jax.config import to_yaml
 from toolorch_jax.data.stream import TaskStream
+from toolorch_jax.distributed import allgather_lists
 from toolorch_jax.envs.base import Environment
 from toolorch_jax.envs.registry import build_env
 from toolorch_jax.model import Qwen3
@@ -71,7 +74,9 @@ class Trainer:
     self.ref_params = (jax.tree.map(jnp.copy, self.learner.params) if config.grpo.kl_coef
                        else None)
     tasks = tasks_of(self.env, config.rollout.split, "rollout.split")
-    self.stream = TaskStream(tasks, config.rollout.tasks_per_step, seed=config.train.seed)
+    # Each process plays its share of every step's tasks (see TaskStream).
+    self.stream = TaskStream(tasks, config.rollout.tasks_per_step, seed=config.train.seed,
+                             shard=(jax.process_index(), jax.process_count()))
     data_state = self.learner.restore()
     if data_state is not None:
       self.stream.set_state(data_state)
@@ -107,7 +112,10 @@ class Trainer:
 
     def one_step(step: int) -> dict:
       start = time.perf_counter()
-      trajectories = rollout.play(self.env, next(self.stream), first_group_id=(step - 1) * per_step)
+      # Each process plays its share on its own engine; every process then learns from them all.
+      mine = rollout.play(self.env, next(self.stream),
+                          first_group_id=(step - 1) * per_step + self.stream.offset)
+      trajectories = allgather_lists(mine)
       elapsed = time.perf_counter() - start
       metrics, rewards, components = self.train_on(trajectories)
       metrics.update(rollout_metrics(trajectories, rewards, components, elapsed))

@@ -17,6 +17,7 @@ from toolorch_jax.data.task import Task
 from toolorch_jax.datadir import data_path
 from toolorch_jax.envs.base import Ability, Environment
 from toolorch_jax.rollout.config import RolloutConfig
+from toolorch_jax.distributed import allgather_lists, process_share
 from toolorch_jax.rollout.loop import run_groups
 from toolorch_jax.rollout.policy import EndpointPolicy, ScriptedPolicy
 from toolorch_jax.rollout.trajectory import Trajectory
@@ -53,4 +54,6 @@ def evaluate(env: Environment, tasks: Sequence[Task], policy: str, config: Rollo
 
   model, tokenizer = load_model_and_tokenizer(path, tokenizer_path)
   with contextlib.closing(Rollout(model, tokenizer, config)) as rollout:
-    return rollout.play(env, tasks, trials)
+    share = process_share(len(tasks))  # on several processes, each plays its share on its devices
+    return allgather_lists(rollout.play(env, list(tasks)[share], trials,
+                                        first_group_id=share.start))

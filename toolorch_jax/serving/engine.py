@@ -35,7 +35,7 @@ from flax import nnx, struct
 from jax.sharding import Mesh
 
 from toolorch_jax.model import KVCache, Qwen3, shard_model
-from toolorch_jax.model.sharding import within
+from toolorch_jax.model.sharding import transfer, within
 from toolorch_jax.serving import jetstream_compat as js
 from toolorch_jax.serving.engine_config import EngineConfig
 from toolorch_jax.serving.sampling import SamplingParams, sample_tokens
@@ -203,7 +203,8 @@ class Engine(js.engine_api.Engine):
   def update_params(self, params: Any, version: int) -> None:
     """Serves `params` (an nnx.State of the model or a Qwen3) from the next prefill/decode dispatch.
 
-    Weights from another mesh (e.g. the trainer's) are resharded onto the serving mesh.
+    Weights from another mesh (e.g. the trainer's, spread over every host) are moved onto the
+    serving mesh (`transfer`: device_put refuses arrays of several processes).
     """
     if isinstance(params, Qwen3):
       params = nnx.state(params)
@@ -211,7 +212,7 @@ class Engine(js.engine_api.Engine):
     if [(a.shape, a.dtype) for a in leaves] != [(s, d) for s, d, _ in self._param_layout]:
       raise ValueError("update_params: the new weights do not match the served model's shapes/dtypes")
     with self._update_lock:
-      placed = [jax.device_put(a, sharding) for a, (_, _, sharding) in zip(leaves, self._param_layout)]
+      placed = transfer(leaves, [sharding for _, _, sharding in self._param_layout])
       self._live = (jax.tree.unflatten(self._params_treedef, placed), int(version))
       self.ledger.new_weights()  # cached keys and values were computed with the old ones
 
