@@ -12,14 +12,13 @@ import sys
 import textwrap
 import time
 
-import jax
 import numpy as np
 import psutil
 import pytest
 
+from tests.checkpoint_params import final_params
 from toolorch_jax.config import ConfigError
 from toolorch_jax.distributed import describe_job, process_share
-from tests.test_checkpoint_train import gcs_emulator  # noqa: F401  (a fixture, for gs:// checkpoints)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LOCAL = str(ROOT / "launch" / "local.py")
@@ -186,23 +185,6 @@ train: {{steps: {STEPS}, seq_len: 96, micro_batch_rows: 8, keep_checkpoints: 10,
   return train, straight
 
 
-def final_params(checkpoints: str, step: int, like: str | None = None) -> dict[str, np.ndarray]:
-  """A checkpoint's parameters read in this one process, whatever job wrote them; their shapes
-  come from the params metadata of the local checkpoints `like` (default: `checkpoints`)."""
-  import orbax.checkpoint as ocp
-
-  from toolorch_jax.checkpoint import TrainCheckpointer, as_path
-
-  device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
-  meta = ocp.StandardCheckpointer().metadata(as_path(like or checkpoints) / str(step) / "params")
-  abstract = jax.tree.map(lambda m: jax.ShapeDtypeStruct(m.shape, m.dtype, sharding=device),
-                          meta.item_metadata.tree)
-  with TrainCheckpointer(checkpoints) as checkpointer:
-    restored = checkpointer.restore(step, abstract_params=abstract)
-  return {jax.tree_util.keystr(k): np.asarray(v) for k, v in
-          jax.tree_util.tree_flatten_with_path(restored.params)[0]}
-
-
 # The one reduction that differs: an all-reduce across processes (gloo) sums in another order than
 # XLA's in-process one (a sum of 8 float32 shards: 2388 of 4096 sums differed in their last bits),
 # so gradients of sharded weights differ by an ulp, which Adam's normalisation carries into the
@@ -242,7 +224,7 @@ def test_two_processes_train_as_one(grpo, tmp_path):
 # Read in a fresh interpreter: in this one, gcsfs keeps listings of gs:// from before.
 LIST_STEPS = ("import sys; from toolorch_jax.checkpoint import TrainCheckpointer;"
               " print(TrainCheckpointer(sys.argv[1]).all_steps())")
-SAVE_PARAMS = ("import sys, numpy as np; from tests.test_distributed import final_params;"
+SAVE_PARAMS = ("import sys, numpy as np; from tests.checkpoint_params import final_params;"
                " np.savez(sys.argv[4], **final_params(sys.argv[1], int(sys.argv[2]), sys.argv[3]))")
 
 
@@ -277,22 +259,15 @@ def kill_one_process_after_a_checkpoint(train, workdir, checkpoints, *overrides)
   print(f"killed with checkpoints {saved} written")
 
 
+# The same with `train.checkpoint_dir=gs://…` on the loopback GCS emulator is not here yet: with the
+# emulator served from the pytest process, a 2-process run's saves lagged past the 300 s wait even on
+# an idle machine (single-process gs:// save/resume is tested in tests/test_checkpoint_train.py).
 @pytest.mark.slow
-@pytest.mark.parametrize("where", [
-    "local",
-    # On this 2-core machine under load, the emulator (served from the pytest process) lags: when
-    # step 4 of 5 was logged, a fresh listing found step 1 committed in one run and none in another.
-    pytest.param("gcs", marks=pytest.mark.xfail(
-        reason="GCS emulator commits can lag the whole run on a loaded machine", strict=False))])
-def test_sigkill_of_one_process_then_resume_ends_equal(grpo, tmp_path, where, request):
+def test_sigkill_of_one_process_then_resume_ends_equal(grpo, tmp_path):
   train, straight = grpo
   checkpoints = str(tmp_path / "checkpoints")
-  overrides = []
-  if where == "gcs":
-    checkpoints = f"{request.getfixturevalue('gcs_emulator')}/{tmp_path.name}"
-    overrides = [f"train.checkpoint_dir={checkpoints}"]
-  kill_one_process_after_a_checkpoint(train, tmp_path, checkpoints, *overrides)
-  code, out = finish(train(tmp_path, 2, *overrides))
+  kill_one_process_after_a_checkpoint(train, tmp_path, checkpoints)
+  code, out = finish(train(tmp_path, 2))
   assert code == 0, out
   assert STEPS in saved_steps(checkpoints), out[-20000:]
   expected = final_params(str(straight / "checkpoints"), STEPS)

@@ -15,6 +15,7 @@ import pytest
 
 pytest.importorskip("jetstream", reason="training rollouts need the 'serve' extra and JetStream")
 
+from tests.checkpoint_params import final_params  # noqa: E402
 from toolorch_jax.checkpoint import TrainCheckpointer  # noqa: E402
 from toolorch_jax.config import load_config  # noqa: E402
 from toolorch_jax.datadir import data_path  # noqa: E402
@@ -77,12 +78,6 @@ def _train(run_yaml, workdir, steps):
       env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"})
 
 
-def _final_params(workdir, step):
-  checkpointer = TrainCheckpointer(str(workdir / "checkpoints"))
-  restored = checkpointer.restore(step)
-  return [np.asarray(x) for x in jax.tree.leaves(restored.params)]
-
-
 @pytest.mark.slow
 def test_sigkill_then_resume_is_bit_identical(run_yaml, tmp_path):
   straight = _train(run_yaml, tmp_path / "straight", 4)
@@ -101,6 +96,8 @@ def test_sigkill_then_resume_is_bit_identical(run_yaml, tmp_path):
   resumed = _train(run_yaml, tmp_path / "killed", 4)
   assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
 
-  for a, b in zip(_final_params(tmp_path / "straight", 4), _final_params(tmp_path / "killed", 4),
-                  strict=True):
-    assert a.dtype == b.dtype and np.array_equal(a, b)
+  straight_params = final_params(str(tmp_path / "straight" / "checkpoints"), 4)
+  killed_params = final_params(str(tmp_path / "killed" / "checkpoints"), 4)
+  assert straight_params and straight_params.keys() == killed_params.keys()
+  for name, value in straight_params.items():
+    assert value.dtype == killed_params[name].dtype and np.array_equal(value, killed_params[name]), name
