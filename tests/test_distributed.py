@@ -1,7 +1,6 @@
 """Multi-host runs on this machine, through `launch/local.py`: joining a job (explicit, xpk, SLURM
 variables), bad launches that fail in bounded time and say why, GRPO on 2 processes x 4 devices
-against 1 process x 8 devices, and a SIGKILL of one process resumed to the same parameters (local
-and gs:// checkpoints)."""
+against 1 process x 8 devices, and a SIGKILL of one process resumed to the same parameters."""
 
 import json
 import os
@@ -17,6 +16,7 @@ import psutil
 import pytest
 
 from tests.checkpoint_params import final_params
+from tests.rl.guess_env import write_guess_run
 from toolorch_jax.config import ConfigError
 from toolorch_jax.distributed import describe_job, process_share
 
@@ -152,26 +152,10 @@ def grpo(tmp_path_factory):
   """The tiny GRPO run of tests/rl/test_trainer.py on a mesh of 8 devices (tensor pairs inside a
   host), its rows split over fsdp so each process feeds its own; a compilation cache the runs share."""
   pytest.importorskip("jetstream", reason="training rollouts need the 'serve' extra and JetStream")
-  from toolorch_jax.datadir import data_path
-  from toolorch_jax.tokenizer import train_sentencepiece
-
   root = tmp_path_factory.mktemp("multihost")
-  with data_path("gsm8k/test.jsonl").open(encoding="utf-8") as lines:
-    questions = [json.loads(line)["question"] for line in lines]
-  tokenizer = train_sentencepiece(questions, 512, root / "tok")
-  path = root / "run.yaml"
-  path.write_text(f"""
-model: {{preset: tiny, tokenizer: {tokenizer}}}
-env: {{name: "tests.rl.guess_env:GuessEnv"}}
-rewards: {{components: [{{name: outcome, weight: 1.0}}]}}
-grpo: {{drop_invalid: false, kl_coef: 0.001}}
-optim: {{learning_rate: 0.003}}
-mesh: {{data: 1, fsdp: 4, tensor: 2}}
-rollout: {{group_size: 4, tasks_per_step: 2, max_turns: 1, max_context: 192, max_new_tokens: 8,
-           slots: 8, concurrency: 8, enable_thinking: false}}
-train: {{steps: {STEPS}, seq_len: 96, micro_batch_rows: 8, keep_checkpoints: 10, progress: false,
-         tensorboard: false}}
-""")
+  path = write_guess_run(root, f"steps: {STEPS}, seq_len: 96, micro_batch_rows: 8,"
+                         " keep_checkpoints: 10, progress: false, tensorboard: false",
+                         mesh="mesh: {data: 1, fsdp: 4, tensor: 2}")
   env = {"JAX_COMPILATION_CACHE_DIR": str(root / "jax_cache"),
          "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
 

@@ -4,6 +4,9 @@ A random tiny model's replies differ from one sample to the next, so groups have
 and GRPO has something to push on, with no tool protocol to learn first.
 """
 
+import json
+import pathlib
+
 from toolorch_jax.data import Preference, Task
 from toolorch_jax.envs import Environment, Episode
 from toolorch_jax.tools.base import ToolResult
@@ -40,3 +43,27 @@ class GuessEnv(Environment):
 
   def start(self, task):
     return GuessEpisode(task)
+
+
+def write_guess_run(root, train: str, mesh: str = "") -> pathlib.Path:
+  """The tiny GRPO run config on GuessEnv the trainer tests share, with a SentencePiece tokenizer
+  trained on GSM8K's questions; `train` is the `train:` section's body, `mesh` one more line."""
+  from toolorch_jax.datadir import data_path
+  from toolorch_jax.tokenizer import train_sentencepiece
+
+  with data_path("gsm8k/test.jsonl").open(encoding="utf-8") as lines:
+    questions = [json.loads(line)["question"] for line in lines]
+  tokenizer = train_sentencepiece(questions, 512, root / "tok")
+  path = root / "run.yaml"
+  path.write_text(f"""
+model: {{preset: tiny, tokenizer: {tokenizer}}}
+env: {{name: "tests.rl.guess_env:GuessEnv"}}
+rewards: {{components: [{{name: outcome, weight: 1.0}}]}}
+grpo: {{drop_invalid: false, kl_coef: 0.001}}
+optim: {{learning_rate: 0.003}}
+{mesh}
+rollout: {{group_size: 4, tasks_per_step: 2, max_turns: 1, max_context: 192, max_new_tokens: 8,
+           slots: 8, concurrency: 8, enable_thinking: false}}
+train: {{{train}}}
+""")
+  return path

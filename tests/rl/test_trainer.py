@@ -16,13 +16,12 @@ import pytest
 pytest.importorskip("jetstream", reason="training rollouts need the 'serve' extra and JetStream")
 
 from tests.checkpoint_params import final_params  # noqa: E402
+from tests.rl.guess_env import write_guess_run  # noqa: E402
 from toolorch_jax.checkpoint import TrainCheckpointer  # noqa: E402
 from toolorch_jax.config import load_config  # noqa: E402
-from toolorch_jax.datadir import data_path  # noqa: E402
 from toolorch_jax.rl.config import RunConfig  # noqa: E402
 from toolorch_jax.rl.pipeline import start_rollout  # noqa: E402
 from toolorch_jax.rl.trainer import Trainer  # noqa: E402
-from toolorch_jax.tokenizer import train_sentencepiece  # noqa: E402
 
 EXPECTED_METRICS = {
     "reward/mean", "reward/outcome", "accuracy", "cost_usd", "latency_s", "turns", "policy_version",
@@ -33,22 +32,8 @@ EXPECTED_METRICS = {
 
 @pytest.fixture(scope="module")
 def run_yaml(tmp_path_factory):
-  root = tmp_path_factory.mktemp("trainer")
-  with data_path("gsm8k/test.jsonl").open(encoding="utf-8") as lines:
-    questions = [json.loads(line)["question"] for line in lines]
-  tokenizer = train_sentencepiece(questions, 512, root / "tok")
-  path = root / "run.yaml"
-  path.write_text(f"""
-model: {{preset: tiny, tokenizer: {tokenizer}}}
-env: {{name: "tests.rl.guess_env:GuessEnv"}}
-rewards: {{components: [{{name: outcome, weight: 1.0}}]}}
-grpo: {{drop_invalid: false, kl_coef: 0.001}}
-optim: {{learning_rate: 0.003}}
-rollout: {{group_size: 4, tasks_per_step: 2, max_turns: 1, max_context: 192, max_new_tokens: 8,
-           slots: 8, concurrency: 8, enable_thinking: false}}
-train: {{steps: 3, seq_len: 96, micro_batch_rows: 2, keep_checkpoints: 2, progress: false}}
-""")
-  return path
+  return write_guess_run(tmp_path_factory.mktemp("trainer"), "steps: 3, seq_len: 96,"
+                         " micro_batch_rows: 2, keep_checkpoints: 2, progress: false")
 
 
 def test_a_few_steps_learn_log_and_checkpoint(run_yaml, tmp_path):
