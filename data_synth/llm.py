@@ -177,7 +177,7 @@ class LLMSource:
              domain: str, ledger: Ledger) -> bool:
     """The tool's example call runs on a copy of the database; a failing tool is dropped."""
     built = build_domain({**base, "tables": tables, "tools": [_without_example(tool)]})
-    errors = replay(built.bind(Database(json.loads(json.dumps(db)))),
+    errors = replay(built.bind(Database(db).copy()),
                     [(tool["name"], tool.get("example", {}))])
     if errors:
       ledger.add(domain, "environment:tools", dropped=1)
@@ -209,7 +209,7 @@ class LLMSource:
       if not (isinstance(said, list) and all(isinstance(v, (str, int, float)) for v in said)):
         return ["communicate_info must be a list of strings or numbers"]
       calls = [(a["name"], a.get("arguments", {})) for a in actions]
-      return replay(domain.bind(Database(json.loads(json.dumps(environment["db"])))), calls)
+      return replay(domain.bind(Database(environment["db"]).copy()), calls)
 
     bar = tqdm(total=len(intents), desc=f"{domain_name}: tasks", disable=not progress)
 

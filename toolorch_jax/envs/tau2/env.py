@@ -163,7 +163,7 @@ class Tau2Episode(Episode):
       self.log.append({"role": "user", "content": self.spec.ticket or ""})
       return None
     self.log.append({"role": "assistant", "content": GREETING})
-    reply = await self._ask_user(GREETING, context)
+    reply = await self._ask_user(GREETING)
     self.opening = reply.text
     return Reply(reply.text, reply.cost_usd, reply.latency_s)
 
@@ -173,11 +173,11 @@ class Tau2Episode(Episode):
     if STOP in content:
       self._end("agent_stop")
       return None
-    reply = await self._ask_user(content, context)
+    reply = await self._ask_user(content)
     return Reply(reply.text, reply.cost_usd, reply.latency_s)
 
-  async def _ask_user(self, content: str, context: ToolContext) -> UserReply:
-    reply = await self.user.respond(content, context)
+  async def _ask_user(self, content: str) -> UserReply:
+    reply = await self.user.respond(content)
     self.log.append({"role": "user", "content": reply.text})
     self.steps += reply.steps
     self.errors += reply.tool_errors

@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 from toolorch_jax.config import ConfigError, config_dir, read_yaml
 from toolorch_jax.datadir import data_file
 from toolorch_jax.envs.tau2.toolkit import Sides
-from toolorch_jax.tools.base import ToolCall, ToolContext, ToolError
+from toolorch_jax.tools.base import ToolCall, ToolError
 from toolorch_jax.tools.catalog import ModelSpec
 from toolorch_jax.tools.http_retry import RetryPolicy
 from toolorch_jax.tools.llm_expert import complete
@@ -222,7 +222,7 @@ class UserSide:
     self.calls: list[tuple[str, Any]] = []  # the user's tool calls in order, failed ones included
     self.sent = 0  # tool calls asked for, unknown tools included: their ids in the conversation
 
-  async def respond(self, agent_text: str, context: ToolContext) -> UserReply:
+  async def respond(self, agent_text: str) -> UserReply:
     """The user's answer to what the agent said, after any tool calls on the user's side."""
     self.messages.append({"role": "user", "content": agent_text})
     reply = UserReply("")
