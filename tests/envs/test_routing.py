@@ -151,3 +151,52 @@ def test_profiles_are_drawn_in_proportion_to_their_share():
     load_env("routing", overrides=["settings.profiles=[{name: a}, {name: b, share: 0}]"])
   with pytest.raises(ConfigError, match=r"settings.profiles\[0\].tools.consult: not a tool or model"):
     load_env("routing", overrides=["settings.profiles=[{name: a, tools: {consult: 1}}]"])  # calls count per expert
+
+
+def test_utility_is_on_one_scale_measured_once_on_the_training_split(env, qwen):
+  """A unit of cost is what always-GPT-4 costs per task over always-Mixtral, on the training
+  split; every profile (and every task's preference) carries it, and an episode's cost in units
+  is its played cost over it."""
+  train = env.tasks("train")
+  points = env.baselines(train, {})
+  unit = points["always_strong"]["mean_cost_usd"] - points["always_weak"]["mean_cost_usd"]
+  latency_unit = points["always_strong"]["mean_latency_s"] - points["always_weak"]["mean_latency_s"]
+  assert unit > 0 and latency_unit > 0
+  for preference in list(env.profiles()) + [train[0].preference, env.tasks("test")[5].preference]:
+    assert preference.cost_unit == pytest.approx(unit) and preference.latency_unit == pytest.approx(latency_unit)
+  strong = [play(env, t, qwen, [{"name": "answer", "arguments": {"model": "answer-1"}}]) for t in train[:3]]
+  weak = [play(env, t, qwen, [{"name": "answer", "arguments": {"model": "answer-2"}}]) for t in train[:3]]
+  tasks = env.baselines(train[:3], {})
+  assert sum(t.cost_usd for t in strong) / 3 == pytest.approx(tasks["always_strong"]["mean_cost_usd"])
+  assert sum(t.cost_usd for t in weak) / 3 == pytest.approx(tasks["always_weak"]["mean_cost_usd"])
+  cost_first = next(p for p in env.profiles() if p.name == "cost first")
+  assert cost_first.utility(1.0, unit, 0.0) == pytest.approx(0.0)  # a right answer at one unit
+
+
+def test_decisions_split_escalations_by_whether_the_answer_has_a_result_line(env, qwen):
+  def mixtral_shows(usable):
+    return next(t for t in env.tasks("train")
+                if ("\n#### " in env.response(t, "answer-2")) == usable
+                and (usable or "####" not in env.response(t, "answer-2")))
+  sound, unsound = mixtral_shows(True), mixtral_shows(False)
+  consult = {"name": "consult", "arguments": {"model": "answer-2"}}
+  episodes = [play(env, sound, qwen, [consult, {"name": "accept", "arguments": {}}]),
+              play(env, sound, qwen, [consult, {"name": "accept", "arguments": {}}]),
+              play(env, sound, qwen, [consult, {"name": "answer", "arguments": {"model": "answer-1"}}]),
+              play(env, unsound, qwen, [consult, {"name": "answer", "arguments": {"model": "answer-1"}}]),
+              play(env, unsound, qwen, [{"name": "answer", "arguments": {"model": "answer-2"}}])]
+  decisions = env.decisions([e.calls for e in episodes])
+  assert {k: v for k, v in decisions.items() if "answer-1" not in k} == {
+      "consult_first": 0.8, "answer-2 usable: consults": 3, "answer-2 usable: escalated": pytest.approx(1 / 3),
+      "answer-2 unusable: consults": 1, "answer-2 unusable: escalated": 1.0}
+  assert decisions["answer-1 usable: consults"] == decisions["answer-1 unusable: consults"] == 0
+
+
+def test_demonstrations_consult_first_in_the_configured_share():
+  env = load_env("routing", overrides=["settings.demo_consult_share=0.75"])
+  demos = env.demonstrations(env.tasks("train"), 2000, seed=0)
+  consults = sum(next(m for m in d["messages"] if m["role"] == "assistant")["tool_calls"][0]["name"] == "consult"
+                 for d in demos)
+  assert 0.72 < consults / 2000 < 0.78
+  with pytest.raises(ConfigError, match="settings.demo_consult_share must be in"):
+    load_env("routing", overrides=["settings.demo_consult_share=1.5"])

@@ -7,13 +7,15 @@ import pytest
 pytest.importorskip("jetstream", reason="training rollouts need the 'serve' extra and JetStream")
 
 from toolorch_jax.config import config_dir, load_config  # noqa: E402
+from toolorch_jax.envs import build_env  # noqa: E402
 from toolorch_jax.rl.config import RunConfig  # noqa: E402
 from toolorch_jax.rl.pipeline import run_training  # noqa: E402
 
 SHORT = ["train.steps=2", "warmstart.steps=3", "warmstart.demonstrations=32", "report.tasks=6",
          "rollout.tasks_per_step=2", "rollout.group_size=4", "train.progress=false",
          "train.tensorboard=false"]
-PROFILE_KEYS = {"mean_reward", "accuracy", "mean_cost_usd", "mean_latency_s", "tool_mix", "n"}
+PROFILE_KEYS = {"mean_reward", "accuracy", "mean_cost_usd", "mean_latency_s", "tool_mix", "n", "utility",
+                "decisions"}
 
 
 def test_short_local_run_writes_the_report(tmp_path):
@@ -30,10 +32,25 @@ def test_short_local_run_writes_the_report(tmp_path):
   baselines = saved["baselines"]
   assert {"always_strong", "always_weak", "random_at_matched_cost", "oracle"} <= set(baselines)
   for name in ("always_strong", "always_weak", "oracle"):
-    assert set(baselines[name]) == {"accuracy", "mean_cost_usd"}
+    assert set(baselines[name]) == {"accuracy", "mean_cost_usd", "mean_latency_s", "utility"}
+  # every figure on each profile's fixed scale: accuracy minus cost in units of the strong-weak
+  # spread measured once on the training split, the same for the policy and the baselines
+  env = build_env(config.env)
+  for preference in env.profiles():
+    unit = preference.cost_unit
+    for stage in ("before", "after"):
+      point = saved[stage][preference.name]
+      assert point["utility"] == pytest.approx(point["accuracy"] - preference.cost * point["mean_cost_usd"] / unit)
+    for name in ("always_strong", "always_weak", "oracle"):
+      point = baselines[name]
+      assert point["utility"][preference.name] == pytest.approx(
+          point["accuracy"] - preference.cost * point["mean_cost_usd"] / unit)
+    matched = baselines["random_at_matched_cost"][preference.name]
+    assert matched["utility"] == pytest.approx(matched["accuracy"] - preference.cost * matched["mean_cost_usd"] / unit)
+  assert "Utility on each profile's fixed scale" in (tmp_path / "report.md").read_text()
   assert baselines["always_strong"]["mean_cost_usd"] > 10 * baselines["always_weak"]["mean_cost_usd"]
   assert saved["wall_seconds"] > 0 and saved["peak_memory_mib"] > 0
-  assert set(saved["targets"]) == {"reward_improved", "cost_first_spends_40pct_less",
+  assert set(saved["targets"]) == {"utility_improved", "cost_first_spends_40pct_less",
                                    "above_random_mixing/accuracy first",
                                    "above_random_mixing/cost first"}
   assert "| after | cost first |" in (tmp_path / "report.md").read_text()

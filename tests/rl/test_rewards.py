@@ -86,3 +86,19 @@ def test_composite_sum_product_and_user_function():
 def turn_penalty(trajectory, group):
   """A user reward loaded by module:attr: minus the number of tool calls."""
   return -float(len([c for c in trajectory.calls if c.cost_usd]))
+
+
+def test_utility_reads_the_episode_alone_on_the_preferences_fixed_scale():
+  scaled = {"name": "balanced", "tools": {}, "accuracy": 1.0, "cost": 0.25, "latency": 0.5,
+            "statement": "", "cost_unit": 0.004, "latency_unit": 10.0}
+  config = RewardConfig([RewardComponent("utility")])
+  alone = [episode(0, 1.0, [("answer-2", 0.002, 4.0)], scaled)]
+  beside = alone + [episode(0, 0.0, [("answer-1", 0.02, 30.0)], scaled)]
+  total, _ = compute_rewards(alone, config)
+  np.testing.assert_allclose(total, [1.0 - 0.25 * 0.5 - 0.5 * 0.4])
+  np.testing.assert_allclose(compute_rewards(beside, config)[0], [total[0], 0.0 - 0.25 * 5 - 0.5 * 3])
+  # the preference reward of the same episode moves with its neighbours; the utility does not
+  assert compute_rewards(alone, RewardConfig([RewardComponent("preference")]))[0][0] != \
+      compute_rewards(beside, RewardConfig([RewardComponent("preference")]))[0][0]
+  no_preference = episode(0, 1.0, [("answer-1", 0.02, 30.0)], None)
+  assert compute_rewards([no_preference], config)[0][0] == 1.0

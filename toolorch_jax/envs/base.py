@@ -35,6 +35,7 @@ class Ability(enum.Enum):
   PROFILES = "profiles"  # named preference profiles, evaluated one by one in the report
   BASELINES = "baselines"  # fixed routings' accuracy and cost, for the report
   GOLD_POLICY = "gold_script"  # a replay of each task's gold solution (a self-check)
+  DECISIONS = "decisions"  # a breakdown of the policy's decisions in a set of episodes, for the report
 
 
 @dataclasses.dataclass
@@ -123,9 +124,15 @@ class Environment(abc.ABC):
     raise self._lacks(Ability.PROFILES)
 
   def baselines(self, tasks: Sequence[Task], policy_costs: dict[str, float]) -> dict[str, Any]:
-    """`{name: {"accuracy", "mean_cost_usd"}}` of fixed routings on `tasks`; an entry may instead
+    """`{name: {"accuracy", "mean_cost_usd", "mean_latency_s"}}` of fixed routings on `tasks`; an
+    entry may instead
     hold one such point per profile (a baseline at each profile's cost, `policy_costs`)."""
     raise self._lacks(Ability.BASELINES)
+
+  def decisions(self, episodes: Sequence[Sequence[Any]]) -> dict[str, float | int | None]:
+    """Shares of the policy's decisions over `episodes`, each one's call records in order (with
+    `name`, `arguments`, `result`), e.g. how often a consulted answer was escalated."""
+    raise self._lacks(Ability.DECISIONS)
 
   def gold_script(self, task: Task) -> Script:
     """A script replaying the task's gold solution, for `toolorch eval --policy gold`."""

@@ -59,6 +59,11 @@ class PreferenceDraw:
                             f" (choices: {', '.join(sorted(choices))})")
     return cls(tuple(p.preference() for p in profiles), tuple(p.share for p in profiles))
 
+  def in_units(self, cost_unit: float, latency_unit: float) -> "PreferenceDraw":
+    """The same draw with every preference's utility on the environment's fixed scale."""
+    return dataclasses.replace(self, preferences=tuple(
+        dataclasses.replace(p, cost_unit=cost_unit, latency_unit=latency_unit) for p in self.preferences))
+
   def for_task(self, task_id: str) -> Preference | None:
     """The task's preference; None when no profile is configured."""
     if not self.preferences:

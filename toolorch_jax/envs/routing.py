@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import re
 from typing import Any, Sequence
 
 from toolorch_jax.config import ConfigError
@@ -34,9 +35,20 @@ class RoutingSettings:
       ProfileConfig("accuracy first", accuracy=1.0),
       ProfileConfig("cost first", accuracy=1.0, cost=1.0)])
   max_answer_chars: int = 1200  # of a consulted answer shown to the policy: its end, the conclusion
+  demo_consult_share: float = 0.5  # of warm-start demonstrations that consult before deciding
 
 
 SYSTEM = "Route the math question to an expert model; do not solve it yourself.\n{prices}"
+
+
+RESULT_LINE = re.compile(r"^####\s*\$?\s*(-?[\d,]+)\s*$", re.MULTILINE)
+
+
+def has_usable_result(answer: str) -> bool:
+  """Whether a shown answer ends with GSM8K's `#### n` line with a whole number: for the report's
+  breakdown of escalations (the weak expert is right 72% of the time with one, 17% without). The
+  policy never gets this flag, only the text."""
+  return bool(RESULT_LINE.search(answer))
 
 
 class RoutingEpisode(Episode):
@@ -97,6 +109,8 @@ class RoutingEnvironment(Environment):
     s = self.settings
     if not 0 <= s.test_fraction < 1:
       raise ConfigError(f"settings.test_fraction must be in [0, 1), got {s.test_fraction}")
+    if not 0 <= s.demo_consult_share <= 1:
+      raise ConfigError(f"settings.demo_consult_share must be in [0, 1], got {s.demo_consult_share}")
     if not s.profiles:
       raise ConfigError("settings.profiles: give at least one preference profile")
     tools = load_toolset(s.toolset)
@@ -122,8 +136,21 @@ class RoutingEnvironment(Environment):
       task_id = f"gsm8k-{index:04d}"
       correct = {alias: row[self.expert.models.resolve(alias).model].strip().lower() == "true"
                  for alias in self.models}
-      task = Task(task_id, prompt, metadata={"correct": correct}, preference=draw.for_task(task_id))
+      task = Task(task_id, prompt, metadata={"correct": correct})
       self._tasks["test" if in_split(task_id, "test", s.test_fraction) else "train"].append(task)
+    self._draw = draw.in_units(*self._units(self._tasks["train"] or self._tasks["test"]))
+    for task in self._tasks["train"] + self._tasks["test"]:
+      task.preference = self._draw.for_task(task.task_id)
+
+  def _units(self, tasks: Sequence[Task]) -> tuple[float, float]:
+    """The fixed scale of every profile's utility, measured once on `tasks` (the training split):
+    one unit of cost (latency) is what always asking the strong expert costs (takes) per task
+    more than always asking the weak one."""
+    strong, weak = self.models[0], self.models[-1]
+    def spread(measure) -> float:
+      gap = sum(measure(t, strong) - measure(t, weak) for t in tasks) / max(len(tasks), 1)
+      return gap if gap > 0 else 1.0
+    return spread(self._cost), spread(self._latency)
 
   def shown(self, answer: str) -> str:
     """A consulted answer as the policy reads it: its last `max_answer_chars` characters, where
@@ -160,12 +187,13 @@ class RoutingEnvironment(Environment):
     return list(self.models)
 
   def profiles(self) -> list[Preference]:
-    return [profile.preference() for profile in self.settings.profiles]
+    return list(self._draw.preferences)
 
   def demonstrations(self, tasks: Sequence[Task], count: int, seed: int) -> list[dict[str, Any]]:
-    """Warm-start conversations covering every decision uniformly (answer with an expert, or
-    consult one and then accept or escalate), with the recorded answers as tool results. The
-    choice is random, never the best one, so RL still has everything to learn. Each call opens
+    """Warm-start conversations covering every decision (answer with an expert, or, in
+    `demo_consult_share` of them, consult one and then accept or escalate), with the recorded
+    answers as tool results. Every choice is random, never the best one (whether to escalate
+    depends on nothing but chance), so RL still has everything to learn. Each call opens
     with a line naming the user's priority ("Priority: cost first."): the format puts the
     preference right where the decision is made, which a small policy links to its call far more
     easily than the statement at the end of the user turn."""
@@ -175,7 +203,7 @@ class RoutingEnvironment(Environment):
       task = rng.choice(list(tasks))
       episode = self.start(task)
       first = rng.choice(self.models)
-      if rng.random() < 0.5:
+      if rng.random() >= self.settings.demo_consult_share:
         turns = [("answer", first)]
       else:
         others = [("answer", m) for m in self.models if m != first]
@@ -207,7 +235,8 @@ class RoutingEnvironment(Environment):
       picks = [choose(t) for t in tasks]
       accuracy = sum(t.metadata["correct"][m] for t, m in zip(tasks, picks)) / len(tasks)
       cost = sum(self._cost(t, m) for t, m in zip(tasks, picks)) / len(tasks)
-      return {"accuracy": accuracy, "mean_cost_usd": cost}
+      latency = sum(self._latency(t, m) for t, m in zip(tasks, picks)) / len(tasks)
+      return {"accuracy": accuracy, "mean_cost_usd": cost, "mean_latency_s": latency}
     result = {"always_strong": route(lambda t: strong), "always_weak": route(lambda t: weak)}
     oracle_pick = lambda t: next((m for m in sorted(self.models, key=lambda m: self._cost(t, m))
                                   if t.metadata["correct"][m]), min(self.models, key=lambda m: self._cost(t, m)))
@@ -218,7 +247,29 @@ class RoutingEnvironment(Environment):
       share = min(max((cost - a["mean_cost_usd"]) / (b["mean_cost_usd"] - a["mean_cost_usd"]), 0.0), 1.0)
       result["random_at_matched_cost"][name] = {
           "accuracy": a["accuracy"] + share * (b["accuracy"] - a["accuracy"]), "mean_cost_usd": cost,
+          "mean_latency_s": a["mean_latency_s"] + share * (b["mean_latency_s"] - a["mean_latency_s"]),
           "strong_share": share}
+    return result
+
+  def decisions(self, episodes: Sequence[Sequence[Any]]) -> dict[str, float | int | None]:
+    """How episodes open (the share of first calls that consult) and, per consulted expert, of
+    its answers with and without a usable `#### n` line, how many were followed by a decision and
+    the share of those escalated to another expert."""
+    first_consults = 0
+    escalated = {(m, usable): [] for m in self.models for usable in (True, False)}
+    for calls in episodes:
+      calls = [c for c in calls if c.name in ("consult", "answer", "accept")]
+      if calls and calls[0].name == "consult":
+        first_consults += 1
+      for consult, after in zip(calls, calls[1:]):
+        model = consult.arguments.get("model") if isinstance(consult.arguments, dict) else None
+        if consult.name == "consult" and model in self.models and not consult.error:
+          escalated[model, has_usable_result(consult.result)].append(after.name == "answer")
+    result = {"consult_first": first_consults / max(len(episodes), 1)}
+    for (model, usable), decided in escalated.items():
+      kind = "usable" if usable else "unusable"
+      result[f"{model} {kind}: consults"] = len(decided)
+      result[f"{model} {kind}: escalated"] = sum(decided) / len(decided) if decided else None
     return result
 
   def _cost(self, task: Task, model: str) -> float:
@@ -226,6 +277,10 @@ class RoutingEnvironment(Environment):
     return self.expert.models.resolve(model).price.cost(
         input_tokens=estimate_tokens(task.prompt, chars),
         output_tokens=estimate_tokens(self._recorded(task, model), chars))
+
+  def _latency(self, task: Task, model: str) -> float:
+    tokens = estimate_tokens(self._recorded(task, model), self.expert.settings.chars_per_token)
+    return self.expert.models.resolve(model).latency.latency_s(tokens)
 
   def gold_script(self, task: Task) -> Script:
     """The oracle: the cheapest expert that was right (or the cheapest one when none was)."""

@@ -6,6 +6,7 @@ from typing import Sequence
 
 import numpy as np
 
+from toolorch_jax.data.task import Preference
 from toolorch_jax.rollout.trajectory import Trajectory
 from toolorch_jax.rewards.base import register_reward
 
@@ -63,3 +64,14 @@ def preference_share(trajectory: Trajectory, group: Sequence[Trajectory]) -> flo
   """The preference reward with each preferred tool's share of the episode's calls in place of
   its count: calling a preferred tool again (paying twice) earns nothing, where counts reward it."""
   return _preference(trajectory, group, tool_shares=True)
+
+
+@register_reward("utility")
+def utility(trajectory: Trajectory, group: Sequence[Trajectory]) -> float:
+  """The task's preference scored on its fixed scale (`Preference.utility`): accuracy minus cost
+  and latency in the environment's units. Unlike `preference` it reads this episode alone, so an
+  episode earns the same wherever it is played; with no preference it is the outcome."""
+  if not trajectory.preference:
+    return trajectory.outcome
+  return Preference.from_dict(trajectory.preference).utility(
+      trajectory.outcome, trajectory.cost_usd, trajectory.latency_s)

@@ -1,10 +1,13 @@
 """Held-out evaluation (per preference profile), baselines, targets, and the run report (JSON,
 Markdown, PNG).
 
-Each profile's held-out episodes are scored with the run's composite reward, normalising the
-preference features over that profile's episodes (one group), as a population-level analogue of
-the per-task groups used in training. An environment without profiles is evaluated once, on its
-tasks as they are, under the name `ALL_TASKS`.
+Each profile's held-out episodes are scored twice. `utility` is the profile's fixed-scale score
+(`Preference.utility`: accuracy minus cost and latency in the environment's units), the same for
+before, after, every baseline and the oracle, so they compare like with like. `mean_reward` is the
+run's composite reward, with group-normalised components normalised over that profile's episodes
+(one group); it depends on the episodes beside each other and is kept as the training signal's
+view. An environment without profiles is evaluated once, on its tasks as they are, under the name
+`ALL_TASKS`.
 """
 
 from __future__ import annotations
@@ -42,15 +45,16 @@ def profile_names(env: Environment) -> list[str]:
   return [p.name for p in _profiles(env)] or [ALL_TASKS]
 
 
-def _profile_summary(trajectories, rewards, choices: Sequence[str]) -> dict:
-  """The evaluation summary with the composite reward, and the tool mix over the environment's
-  choices (its experts, say) when it names them."""
+def _profile_summary(env: Environment, trajectories, rewards, preference: Preference | None) -> dict:
+  """The evaluation summary with the composite reward, the fixed-scale utility under the profile,
+  the tool mix over the environment's choices (its experts, say) when it names them, and the
+  environment's breakdown of decisions when it has one."""
   summary = summarize(trajectories)
-  mix = summary["tool_mix"]
+  mix, choices = summary["tool_mix"], env.choices()
   if choices:
     chosen = sum(mix.get(c, 0.0) for c in choices) or 1.0
     mix = {c: mix.get(c, 0.0) / chosen for c in choices}
-  return {
+  result = {
       "mean_reward": float(np.mean(rewards)),
       "accuracy": summary["success_rate"],
       "mean_cost_usd": summary["mean_cost_usd"],
@@ -58,6 +62,15 @@ def _profile_summary(trajectories, rewards, choices: Sequence[str]) -> dict:
       "tool_mix": mix,
       "n": summary["n_tasks"],
   }
+  if preference is not None:
+    result["utility"] = _utility(preference, result)
+  if Ability.DECISIONS in env.abilities():
+    result["decisions"] = env.decisions([t.calls for t in trajectories])
+  return result
+
+
+def _utility(preference: Preference, point: dict[str, Any]) -> float:
+  return preference.utility(point["accuracy"], point["mean_cost_usd"], point["mean_latency_s"])
 
 
 def evaluate_profiles(env: Environment, rollout: Rollout, config: RunConfig) -> dict[str, dict]:
@@ -65,17 +78,30 @@ def evaluate_profiles(env: Environment, rollout: Rollout, config: RunConfig) -> 
   `report.temperature`, the policy as trained; 0 for its greedy choices)."""
   tasks = held_out_tasks(env, config)
   policy = rollout.policy(temperature=config.report.temperature, seed=config.train.seed + 1)
-  runs = [(p.name, env.with_preference(tasks, p)) for p in _profiles(env)] or [(ALL_TASKS, tasks)]
+  runs = [(p, env.with_preference(tasks, p)) for p in _profiles(env)] or [(None, tasks)]
   summaries = {}
-  for index, (name, profiled) in enumerate(runs):
+  for index, (preference, profiled) in enumerate(runs):
     share = process_share(len(profiled))  # each process plays its share, as in training
     trajectories = allgather_lists(rollout.play(env, profiled[share], config.report.samples,
                                                 first_group_id=share.start, policy=policy))
     for t in trajectories:
       t.group_id = index  # one normalisation group per profile
     rewards, _ = compute_rewards(trajectories, config.rewards)
-    summaries[name] = _profile_summary(trajectories, rewards, env.choices())
+    name = preference.name if preference else ALL_TASKS
+    summaries[name] = _profile_summary(env, trajectories, rewards, preference)
   return summaries
+
+
+def _add_utilities(baselines: dict[str, Any], profiles: Sequence[Preference]) -> None:
+  """Each baseline's utility under each profile, on the profile's fixed scale: a baseline with
+  one point gets `{"utility": {profile: u}}`, one with a point per profile gets `utility` there."""
+  for point in baselines.values():
+    if _is_per_profile(point):
+      for p in profiles:
+        if p.name in point:
+          point[p.name]["utility"] = _utility(p, point[p.name])
+    else:
+      point["utility"] = {p.name: _utility(p, point) for p in profiles}
 
 
 def _is_per_profile(point: dict[str, Any]) -> bool:
@@ -99,9 +125,45 @@ def _markdown(report: dict) -> str:
       for profile, b in rows:
         label = f"{name} at the cost of '{profile}'" if profile else name
         lines.append(f"| {label} | {b['accuracy']:.3f} | {b['mean_cost_usd']:.6f} |")
+  lines += _utility_table(report) + _decisions_table(report)
   lines += ["", "| target | met |", "|---|---|"]
   lines += [f"| {name} | {'yes' if met else 'no'} |" for name, met in report["targets"].items()]
   return "\n".join(lines) + "\n"
+
+
+def _utility_table(report: dict) -> list[str]:
+  """Each profile's fixed-scale utility before and after RL and for every baseline."""
+  profiles = [p for p, s in report["after"].items() if "utility" in s]
+  if not profiles:
+    return []
+  names = list(report["baselines"])
+  lines = ["", "Utility on each profile's fixed scale (accuracy minus cost and latency in the"
+           " environment's units):", "",
+           "| profile | before | after | " + " | ".join(names) + " |",
+           "|---|---:|---:|" + "---:|" * len(names)]
+  for profile in profiles:
+    cells = []
+    for name in names:
+      point = report["baselines"][name]
+      value = point.get(profile, {}).get("utility") if _is_per_profile(point) else point["utility"].get(profile)
+      cells.append("" if value is None else f"{value:.3f}")
+    lines.append(f"| {profile} | {report['before'][profile]['utility']:.3f} |"
+                 f" {report['after'][profile]['utility']:.3f} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def _decisions_table(report: dict) -> list[str]:
+  """The environment's breakdown of decisions per stage and profile, when it gives one."""
+  rows = [(stage, profile, s["decisions"]) for stage in ("before", "after")
+          for profile, s in report[stage].items() if "decisions" in s]
+  if not rows:
+    return []
+  keys = list(rows[0][2])
+  lines = ["", "| stage | profile | " + " | ".join(keys) + " |", "|---|---|" + "---:|" * len(keys)]
+  for stage, profile, decisions in rows:
+    cells = [f"{v:.3f}" if isinstance(v, float) else "" if v is None else str(v) for v in decisions.values()]
+    lines.append(f"| {stage} | {profile} | " + " | ".join(cells) + " |")
+  return lines
 
 
 def _plots(workdir: Path, report: dict) -> None:
@@ -148,6 +210,7 @@ def write_report(workdir: Path, config: RunConfig, env: Environment, before: dic
   if Ability.BASELINES in env.abilities():
     baselines = env.baselines(held_out_tasks(env, config),
                               {p: s["mean_cost_usd"] for p, s in after.items()})
+    _add_utilities(baselines, _profiles(env))
   report = {"env": config.env.name, "before": before, "after": after, "baselines": baselines,
             "wall_seconds": wall_seconds,
             "peak_memory_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

@@ -21,10 +21,10 @@ EACH_PROFILE = "*"
 
 @dataclasses.dataclass
 class TargetConfig:
-  """`metric` (a key of a profile's evaluation: mean_reward, accuracy, mean_cost_usd,
+  """`metric` (a key of a profile's evaluation: utility, mean_reward, accuracy, mean_cost_usd,
   mean_latency_s) after RL for `profile` ("" = the mean over profiles, "*" = each profile, one
   target apiece named `name/profile`) must be `relation` (`above` or `at_most`) `factor` times the
-  same metric of `against`:
+  same metric of `against`, plus `margin`:
 
     before          the same profile (or mean) before RL
     profile:NAME    profile NAME after RL
@@ -38,6 +38,7 @@ class TargetConfig:
   against: str = "before"
   relation: str = "above"
   factor: float = 1.0
+  margin: float = 0.0  # added to the bound: accuracy 0.03 above a baseline is factor 1, margin 0.03
 
   def __post_init__(self):
     if not self.name:
@@ -76,7 +77,8 @@ def _reference(target: TargetConfig, profile: str, before: dict, after: dict,
   if kind == "profile":
     return _metric(after, name, target.metric)
   point = baselines[name]
-  return float(point[profile][target.metric] if profile in point else point[target.metric])
+  value = point[profile][target.metric] if profile in point else point[target.metric]
+  return float(value[profile] if isinstance(value, dict) else value)  # a utility per profile
 
 
 def check_targets(targets: Sequence[TargetConfig], before: dict[str, dict], after: dict[str, dict],
@@ -87,7 +89,7 @@ def check_targets(targets: Sequence[TargetConfig], before: dict[str, dict], afte
     each = target.profile == EACH_PROFILE
     for profile in (list(after) if each else [target.profile]):
       value = _metric(after, profile, target.metric)
-      bound = target.factor * _reference(target, profile, before, after, baselines)
+      bound = target.factor * _reference(target, profile, before, after, baselines) + target.margin
       name = f"{target.name}/{profile}" if each else target.name
       met[name] = bool(value > bound if target.relation == "above" else value <= bound)
   return met
