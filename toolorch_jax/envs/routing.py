@@ -203,7 +203,7 @@ class RoutingEnvironment(Environment):
       task = rng.choice(list(tasks))
       episode = self.start(task)
       first = rng.choice(self.models)
-      if rng.random() >= self.settings.demo_consult_share:
+      if rng.random() < 1 - self.settings.demo_consult_share:  # draws as before the setting existed
         turns = [("answer", first)]
       else:
         others = [("answer", m) for m in self.models if m != first]
