@@ -12,7 +12,9 @@ the episodes of step k + s on a copy of the weights step k starts from (version 
 engine decodes and waits on tools while the trainer computes. The schedule is fixed by a rule, not
 by timing: the episodes of step j are played entirely by policy version max(0, j - 1 - s) (the
 first s steps' episodes are played up front by version 0), and weights change in the engine only
-between two steps' rollouts, never inside an episode. The s batches played ahead are kept in each
+between two steps' rollouts, never inside an episode. (Nothing is played past `train.steps`, so a
+run continued to more steps than it was started with plays the missing batch up front too, on the
+weights it has: it is not the run that had the larger `train.steps` from the start.) The s batches played ahead are kept in each
 checkpoint (this process's share, in its data state), so a resumed run trains on exactly what the
 uninterrupted one would have. s = 0 is the synchronous loop: play, update, hand the engine the new
 weights. Stale episodes are weighted by the truncated importance ratio of trainer to rollout
