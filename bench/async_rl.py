@@ -11,9 +11,11 @@ rather than a tool result, so a short warm start is enough: the loop and the eng
 thing, decode, wait, prefill the answer, decode again.) The warm start (`--warm-steps` of SFT on
 such conversations, once, before both runs) teaches the random model to close its turns, without
 which every episode would end at its first cut-off turn and never wait. The reward is whether the
-last reply contains an "e", so groups have variance and every step updates.
+last reply contains an "e"; no group is dropped for low variance (`grpo.min_std: null`), so every
+step updates on all its episodes and the two runs do the same work per step.
 
-Reported per staleness, over the steps after `--warmup` (compiles happen in the first ones):
+Reported per staleness, over the steps after `--warmup` (compiles happen in the first ones) but
+the last (at staleness 1 nothing is played during it, so it would flatter the figure):
 steps per hour, the mean seconds of a step, of its update and of its rollout, and the trainer's
 idle share: the fraction of the step's wall time the update waited for rollouts (at staleness 0,
 the whole rollout; at 1, only what the rollout ahead had left when the update was done).
@@ -34,6 +36,7 @@ import shutil
 import time
 from pathlib import Path
 
+from toolorch_jax.checkpoint import is_model_checkpoint
 from toolorch_jax.config import load_config
 from toolorch_jax.data import Task
 from toolorch_jax.datadir import data_path
@@ -115,8 +118,10 @@ def warm_start(args, tokenizer: Path, out: Path) -> Path:
                      optim=OptimConfig(learning_rate=3e-3, weight_decay=0.0),
                      train=TrainSection(steps=args.warm_steps, seq_len=512, micro_batch_rows=8,
                                         tensorboard=False, progress=False))
-  run_sft(config, out / "warmstart")
-  return out / "warmstart" / "model"
+  model = out / "warmstart" / "model"
+  if not is_model_checkpoint(str(model)):  # kept from an earlier run in the same --out
+    run_sft(config, out / "warmstart")
+  return model
 
 
 def run_yaml(args, tokenizer: Path, init_from: Path) -> str:
@@ -124,10 +129,10 @@ def run_yaml(args, tokenizer: Path, init_from: Path) -> str:
 model: {{preset: {args.preset}, tokenizer: {tokenizer}, init_from: {init_from}}}
 env: {{name: "bench/async_rl.py WaitEnv (passed in, not built)"}}
 rewards: {{components: [{{name: outcome, weight: 1.0}}]}}
-grpo: {{drop_invalid: false, tis_cap: 2.0}}
+grpo: {{drop_invalid: false, min_std: null, tis_cap: 2.0}}
 optim: {{learning_rate: 0.001}}
 rollout: {{group_size: {args.group}, tasks_per_step: {args.tasks}, max_turns: {args.waits + 1},
-           max_context: 512, max_new_tokens: {args.new_tokens}, slots: 32, concurrency: 64,
+           max_context: 512, max_new_tokens: {args.new_tokens}, slots: {args.slots}, concurrency: 64,
            enable_thinking: false}}
 train: {{steps: {args.steps}, seq_len: 512, micro_batch_rows: 8, checkpoint_every: 1000,
          tensorboard: false, progress: false}}
@@ -144,7 +149,7 @@ def one_run(args, config_path: Path, staleness: int, workdir: Path) -> dict:
     trainer.run(rollout)
   wall = time.perf_counter() - start
   lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
-  timed = lines[args.warmup:]
+  timed = lines[args.warmup:-1]  # at staleness > 0 nothing is played during the last step
   seconds = sum(line["step_seconds"] for line in timed)
   return {
       "staleness": staleness, "wall_s": wall, "timed_steps": len(timed),
@@ -168,13 +173,14 @@ def main() -> None:
   parser.add_argument("--group", type=int, default=8, help="episodes per task")
   parser.add_argument("--waits", type=int, default=3, help="real waits per episode")
   parser.add_argument("--latency-scale", type=float, default=1.0)
+  parser.add_argument("--slots", type=int, default=32, help="engine decode slots")
   parser.add_argument("--new-tokens", type=int, default=32, help="tokens per policy turn")
   parser.add_argument("--warm-steps", type=int, default=60, help="SFT steps of the warm start")
   parser.add_argument("--staleness", type=int, nargs="+", default=[0, 1])
   parser.add_argument("--out", default="runs/bench/async_rl")
   args = parser.parse_args()
-  if args.steps <= args.warmup:
-    parser.error("--steps must exceed --warmup")
+  if args.steps <= args.warmup + 1:
+    parser.error("--steps must exceed --warmup + 1")
 
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
@@ -188,7 +194,8 @@ def main() -> None:
 
   base = results[0]["steps_per_hour"]
   print(f"{args.preset}, {args.tasks}x{args.group} episodes/step, {args.waits} waits of"
-        f" U(0.2, 2) s x {args.latency_scale}, steps {args.warmup + 1}-{args.steps} timed;"
+        f" U(0.2, 2) s x {args.latency_scale}, {args.slots} slots, steps {args.warmup + 1}-{args.steps - 1}"
+        " timed;"
         f" {os.cpu_count()} CPUs, load average {load:.1f} at the start, {os.getloadavg()[0]:.1f}"
         " at the end")
   print("| staleness | steps/hour | vs first | step s | update s | rollout s | trainer idle |"
