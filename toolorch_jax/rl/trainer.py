@@ -12,11 +12,11 @@ the episodes of step k + s on a copy of the weights step k starts from (version 
 engine decodes and waits on tools while the trainer computes. The schedule is fixed by a rule, not
 by timing: the episodes of step j are played entirely by policy version max(0, j - 1 - s) (the
 first s steps' episodes are played up front by version 0), and weights change in the engine only
-between two steps' rollouts, never inside an episode. (Nothing is played past `train.steps`, so a
-run continued to more steps than it was started with plays the missing batch up front too, on the
-weights it has: it is not the run that had the larger `train.steps` from the start.) The s batches played ahead are kept in each
+between two steps' rollouts, never inside an episode. The s batches played ahead are kept in each
 checkpoint (this process's share, in its data state), so a resumed run trains on exactly what the
-uninterrupted one would have. s = 0 is the synchronous loop: play, update, hand the engine the new
+uninterrupted one would have. (Nothing is played past `train.steps`, so a run continued to more
+steps than it was started with plays the missing batches up front too, on the weights it has: it
+is not the run that had the larger `train.steps` from the start.) s = 0 is the synchronous loop: play, update, hand the engine the new
 weights. Stale episodes are weighted by the truncated importance ratio of trainer to rollout
 probabilities when `grpo.tis_cap` is set.
 """
@@ -193,9 +193,12 @@ class Trainer:
 
     def one_step(step: int) -> dict:
       start = time.perf_counter()
-      if len(self.ahead) < staleness:  # a fresh run (or more staleness than at the checkpoint)
+      # Steps step..step + s - 1 (up to the last) are played by now; in a fresh run (or one
+      # continued past its steps, or with more staleness than at the checkpoint) not yet.
+      due = min(staleness, total - step + 1)
+      if len(self.ahead) < due:
         rollout.update_weights(self.learner.params, self.step)
-        while len(self.ahead) < staleness:
+        while len(self.ahead) < due:
           self.ahead.append(self.play(rollout, next(self.stream), step + len(self.ahead)))
       batch = self.ahead.popleft()
       later = step + len(self.ahead) + 1  # the step whose episodes are played during this update
