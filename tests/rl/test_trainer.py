@@ -1,5 +1,6 @@
 """`toolorch train` on the tiny model with a scripted environment: it learns, logs, checkpoints,
-and a run killed with SIGKILL resumes to bit-identical parameters."""
+and a run killed with SIGKILL resumes to bit-identical parameters, with rollouts in step with the
+update or one step ahead of it."""
 
 import contextlib
 import json
@@ -55,20 +56,34 @@ def test_a_few_steps_learn_log_and_checkpoint(run_yaml, tmp_path):
   assert (tmp_path / "config.yaml").read_text().startswith("model:")
 
 
-def _train(run_yaml, workdir, steps):
+def test_rollouts_one_step_ahead_follow_the_version_rule(run_yaml, tmp_path):
+  config = load_config(RunConfig, run_yaml, ["grpo.max_staleness=1"])
+  trainer = Trainer(config, tmp_path)
+  with contextlib.closing(start_rollout(config, trainer)) as rollout:
+    trainer.run(rollout)
+    assert rollout.engine.version == 3  # the rollout serves the last update
+  lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  # step j's episodes are played by version max(0, j - 2): the trainer starts step j at j - 1
+  assert [line["rollout/staleness"] for line in lines] == [0.0, 1.0, 1.0]
+  assert all(line["filtered/stale"] == 0.0 and "train/loss" in line for line in lines)
+  with TrainCheckpointer(str(tmp_path / "checkpoints")) as checkpointer:
+    played_ahead = checkpointer.restore(2).data_state["played_ahead"]
+  assert [[t["policy_versions"] for t in batch["episodes"]] for batch in played_ahead] == [[[1]] * 8]
+
+
+def _train(run_yaml, workdir, steps, *overrides):
   return subprocess.Popen(
       [sys.executable, "-m", "toolorch_jax.cli", "train", "--config", str(run_yaml), "--workdir",
-       str(workdir), f"train.steps={steps}", "train.keep_checkpoints=10"],
+       str(workdir), f"train.steps={steps}", "train.keep_checkpoints=10", *overrides],
       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
       env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"})
 
 
-@pytest.mark.slow
-def test_sigkill_then_resume_is_bit_identical(run_yaml, tmp_path):
-  straight = _train(run_yaml, tmp_path / "straight", 4)
+def _kill_then_resume_matches_a_straight_run(run_yaml, tmp_path, *overrides):
+  straight = _train(run_yaml, tmp_path / "straight", 4, *overrides)
   assert straight.wait(timeout=300) == 0, straight.stderr.read()
 
-  killed = _train(run_yaml, tmp_path / "killed", 4)
+  killed = _train(run_yaml, tmp_path / "killed", 4, *overrides)
   marker = tmp_path / "killed" / "checkpoints" / "2"
   deadline = time.time() + 300
   while not marker.is_dir() and time.time() < deadline and killed.poll() is None:
@@ -78,7 +93,7 @@ def test_sigkill_then_resume_is_bit_identical(run_yaml, tmp_path):
   killed.wait()
   steps_left = TrainCheckpointer(str(tmp_path / "killed" / "checkpoints")).all_steps()
   assert steps_left and steps_left[-1] < 4  # really interrupted before the end
-  resumed = _train(run_yaml, tmp_path / "killed", 4)
+  resumed = _train(run_yaml, tmp_path / "killed", 4, *overrides)
   assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
 
   straight_params = final_params(str(tmp_path / "straight" / "checkpoints"), 4)
@@ -86,3 +101,15 @@ def test_sigkill_then_resume_is_bit_identical(run_yaml, tmp_path):
   assert straight_params and straight_params.keys() == killed_params.keys()
   for name, value in straight_params.items():
     assert value.dtype == killed_params[name].dtype and np.array_equal(value, killed_params[name]), name
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_is_bit_identical(run_yaml, tmp_path):
+  _kill_then_resume_matches_a_straight_run(run_yaml, tmp_path)
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_with_rollouts_ahead_is_bit_identical(run_yaml, tmp_path):
+  # the checkpoint holds the episodes already played for the next step; the resumed run trains on
+  # them and plays the step after on the checkpoint's weights, as the straight run did
+  _kill_then_resume_matches_a_straight_run(run_yaml, tmp_path, "grpo.max_staleness=1")

@@ -9,6 +9,7 @@ pytest.importorskip("jetstream", reason="needs the 'serve' extra and JetStream 0
 
 from tests.rollout.scripted_env import KeyValueEnv  # noqa: E402
 from toolorch_jax.rollout import EnginePolicy, EpisodeConfig, run_groups  # noqa: E402
+from toolorch_jax.rollout.trajectory import NOT_GENERATED  # noqa: E402
 from toolorch_jax.datadir import data_path  # noqa: E402
 from toolorch_jax.model import create_model, load_model_config  # noqa: E402
 from toolorch_jax.serving import Driver, Engine, EngineClient, EngineConfig, SamplingParams  # noqa: E402
@@ -35,6 +36,8 @@ def test_groups_on_the_engine(tmp_path):
     assert t.loss_mask[:t.prompt_length] == [0] * t.prompt_length
     assert t.finish in ("no_tool_call", "truncated", "max_turns", "context", "env")
     assert t.policy_versions == [0]
+    # each generated token carries the version that produced it, the others NOT_GENERATED
+    assert t.token_versions == [0 if m else NOT_GENERATED for m in t.loss_mask]
     generated = [lp for lp, m in zip(t.logprobs, t.loss_mask) if m]
     assert generated and all(lp < 0 for lp in generated)  # sampling log-probs on policy tokens
     assert all(lp == 0 for lp, m in zip(t.logprobs, t.loss_mask) if not m)

@@ -32,9 +32,13 @@ class GRPOConfig:
   entropy_coef: float = 0.0  # bonus on token entropy (ToolOrchestra: 0); > 0 resists collapse
   aggregation: str = "token_mean"  # token_mean | sequence_mean
   tis_cap: float | None = None  # truncated importance sampling with rollout log-probs, if set
-  max_staleness: int = 0  # policy versions an episode may lag the trainer (0: on-policy)
+  # >0: rollouts run this many steps ahead of the update, played by weights this many versions
+  # behind (see rl.trainer); older episodes are filtered out. 0: synchronous and on-policy.
+  max_staleness: int = 0
 
   def __post_init__(self):
+    if self.max_staleness < 0:
+      raise ConfigError(f"grpo.max_staleness must be >= 0, got {self.max_staleness}")
     if self.kl_estimator not in KL_ESTIMATORS:
       raise ConfigError(f"grpo.kl_estimator: '{self.kl_estimator}' is not one of {KL_ESTIMATORS}")
     if not 0 <= self.clip_low < 1 or self.clip_high < 0:

@@ -3,16 +3,32 @@
 Every step: the task stream gives `tasks_per_step` tasks; the Rollout plays `group_size` episodes
 of each; rewards, group advantages and filters select what to learn from; the learner packs the
 kept episodes and makes one update; the new weights go back to the Rollout as policy version
-`step`. Rollouts are synchronous (on-policy); `grpo.max_staleness` bounds how many versions behind
-an episode may be when rollouts run ahead. In a job of several processes, each plays its share of
-the step's tasks on the devices of its own host and every process learns from all episodes, so a
-step's update is the same whatever the number of processes.
+`step`. In a job of several processes, each plays its share of the step's tasks on the devices of
+its own host and every process learns from all episodes, so a step's update is the same whatever
+the number of processes.
+
+`grpo.max_staleness` = s > 0 runs rollouts ahead: while step k updates, a background thread plays
+the episodes of step k + s on a copy of the weights step k starts from (version k - 1), so the
+engine decodes and waits on tools while the trainer computes. The schedule is fixed by a rule, not
+by timing: the episodes of step j are played entirely by policy version max(0, j - 1 - s) (the
+first s steps' episodes are played up front by version 0), and weights change in the engine only
+between two steps' rollouts, never inside an episode. The s batches played ahead are kept in each
+checkpoint (this process's share, in its data state), so a resumed run trains on exactly what the
+uninterrupted one would have. (Nothing is played past `train.steps`, so a run continued to more
+steps than it was started with plays the missing batches up front too, on the weights it has: it
+is not the run that had the larger `train.steps` from the start.) s = 0 is the synchronous loop: play, update, hand the engine the new
+weights. Stale episodes are weighted by the truncated importance ratio of trainer to rollout
+probabilities when `grpo.tis_cap` is set.
 """
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +49,7 @@ from toolorch_jax.rl.learner import Learner
 from toolorch_jax.rl.train_step import grpo_objective
 from toolorch_jax.rollout.engine_rollout import Rollout
 from toolorch_jax.rollout.summary import summarize
+from toolorch_jax.data.task import Task
 from toolorch_jax.rollout.trajectory import Trajectory
 from toolorch_jax.tokenizer import Tokenizer, load_tokenizer
 
@@ -59,6 +76,21 @@ def rollout_metrics(trajectories: list[Trajectory], rewards, components, elapsed
   }
 
 
+@dataclasses.dataclass
+class PlayedBatch:
+  """One step's episodes as this process played them (its share, before the exchange)."""
+
+  episodes: list[Trajectory]
+  seconds: float  # wall time of the play
+
+  def to_json(self) -> dict[str, Any]:
+    return {"episodes": [t.to_dict() for t in self.episodes], "seconds": self.seconds}
+
+  @classmethod
+  def from_json(cls, data: dict[str, Any]) -> "PlayedBatch":
+    return cls([Trajectory.from_dict(t) for t in data["episodes"]], data["seconds"])
+
+
 class Trainer:
   """GRPO on `config.env` in `workdir`, resuming from the latest checkpoint there."""
 
@@ -77,8 +109,11 @@ class Trainer:
     # Each process plays its share of every step's tasks (see TaskStream).
     self.stream = TaskStream(tasks, config.rollout.tasks_per_step, seed=config.train.seed,
                              shard=(jax.process_index(), jax.process_count()))
+    # Episodes played ahead for the next steps (max_staleness > 0), oldest first.
+    self.ahead: collections.deque[PlayedBatch] = collections.deque()
     data_state = self.learner.restore()
     if data_state is not None:
+      self.ahead.extend(PlayedBatch.from_json(b) for b in data_state.pop("played_ahead", []))
       self.stream.set_state(data_state)
 
   @property
@@ -88,6 +123,14 @@ class Trainer:
   def model(self) -> Qwen3:
     """The policy as it stands (what a Rollout serves)."""
     return self.learner.model()
+
+  def data_state(self) -> dict[str, Any]:
+    """What a checkpoint keeps of this process's data: the task stream, and the episodes played
+    ahead (only when there are some, so synchronous runs write what they always did)."""
+    state = self.stream.get_state()
+    if self.ahead:
+      state["played_ahead"] = [batch.to_json() for batch in self.ahead]
+    return state
 
   def train_on(self, trajectories: list[Trajectory]) -> tuple[dict, np.ndarray, dict]:
     """Rewards, advantages, filters and one update: (the step's training metrics, the composite
@@ -105,23 +148,74 @@ class Trainer:
       metrics["train/truncated_episodes"] = figures["truncated"]
     return metrics, rewards, components
 
+  def play(self, rollout: Rollout, tasks: list[Task], step: int) -> PlayedBatch:
+    """This process's share `tasks` of step `step`'s episodes, played on `rollout` as it serves."""
+    start = time.perf_counter()
+    first_group_id = (step - 1) * self.config.rollout.tasks_per_step + self.stream.offset
+    episodes = rollout.play(self.env, tasks, first_group_id=first_group_id)
+    return PlayedBatch(episodes, time.perf_counter() - start)
+
+  def learn_from(self, batch: PlayedBatch, step: int) -> dict:
+    """Every process's episodes of `batch` (step `step`) and one update on them; the metrics."""
+    trajectories = allgather_lists(batch.episodes)
+    metrics, rewards, components = self.train_on(trajectories)
+    metrics.update(rollout_metrics(trajectories, rewards, components, batch.seconds))
+    versions = [min(t.policy_versions) for t in trajectories if t.policy_versions]
+    metrics["rollout/staleness"] = float(step - 1 - min(versions)) if versions else 0.0
+    return metrics
+
   def run(self, rollout: Rollout) -> None:
-    """Trains to `train.steps`, playing each step's episodes on `rollout` and handing it the
-    updated weights after every update."""
-    per_step = self.config.rollout.tasks_per_step
+    """Trains to `train.steps`, playing each step's episodes on `rollout` (ahead of the update
+    when `grpo.max_staleness` > 0, see the module docstring); the rollout serves the last update
+    when it returns."""
+    if self.config.grpo.max_staleness == 0:
+      self._run_synchronous(rollout)
+      return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout-ahead") as ahead:
+      self._run_ahead(rollout, ahead)
+    rollout.update_weights(self.learner.params, self.step)
+
+  def _run_synchronous(self, rollout: Rollout) -> None:
+    def one_step(step: int) -> dict:
+      # Each process plays its share on its own engine; every process then learns from them all.
+      batch = self.play(rollout, next(self.stream), step)
+      metrics = self.learn_from(batch, step)
+      rollout.update_weights(self.learner.params, step)
+      metrics["policy_version"] = float(step)
+      metrics["rollout/wait_seconds"] = batch.seconds
+      return metrics
+
+    self.learner.run(one_step, to_yaml(self.config), data_state=self.data_state,
+                     extras=lambda step: {"policy_version": step})
+
+  def _run_ahead(self, rollout: Rollout, ahead: ThreadPoolExecutor) -> None:
+    staleness, total = self.config.grpo.max_staleness, self.config.train.steps
 
     def one_step(step: int) -> dict:
       start = time.perf_counter()
-      # Each process plays its share on its own engine; every process then learns from them all.
-      mine = rollout.play(self.env, next(self.stream),
-                          first_group_id=(step - 1) * per_step + self.stream.offset)
-      trajectories = allgather_lists(mine)
-      elapsed = time.perf_counter() - start
-      metrics, rewards, components = self.train_on(trajectories)
-      metrics.update(rollout_metrics(trajectories, rewards, components, elapsed))
-      rollout.update_weights(self.learner.params, step)
+      # Steps step..step + s - 1 (up to the last) are played by now; in a fresh run (or one
+      # continued past its steps, or with more staleness than at the checkpoint) not yet.
+      due = min(staleness, total - step + 1)
+      if len(self.ahead) < due:
+        rollout.update_weights(self.learner.params, self.step)
+        while len(self.ahead) < due:
+          self.ahead.append(self.play(rollout, next(self.stream), step + len(self.ahead)))
+      batch = self.ahead.popleft()
+      later = step + len(self.ahead) + 1  # the step whose episodes are played during this update
+      playing: Future | None = None
+      if later <= total:
+        # A copy: the update donates the trainer's buffers while the engine still decodes.
+        rollout.update_weights(jax.tree.map(jnp.copy, self.learner.params), self.step)
+        playing = ahead.submit(self.play, rollout, next(self.stream), later)
+      waited = time.perf_counter() - start
+      metrics = self.learn_from(batch, step)
+      if playing is not None:
+        start = time.perf_counter()
+        self.ahead.append(playing.result())
+        waited += time.perf_counter() - start
       metrics["policy_version"] = float(step)
+      metrics["rollout/wait_seconds"] = waited
       return metrics
 
-    self.learner.run(one_step, to_yaml(self.config), data_state=self.stream.get_state,
+    self.learner.run(one_step, to_yaml(self.config), data_state=self.data_state,
                      extras=lambda step: {"policy_version": step})

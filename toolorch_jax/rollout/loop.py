@@ -19,7 +19,8 @@ from toolorch_jax.data.task import Task
 from toolorch_jax.envs.base import Environment, Episode, Reply
 from toolorch_jax.rollout.config import EpisodeConfig
 from toolorch_jax.rollout.policy import Policy
-from toolorch_jax.rollout.trajectory import EpisodeEnd, ToolCallRecord, Trajectory, Turn, TurnEnd
+from toolorch_jax.rollout.trajectory import (NOT_GENERATED, EpisodeEnd, ToolCallRecord, Trajectory,
+                                             Turn, TurnEnd)
 from toolorch_jax.tokenizer import Tokenizer, Transcript, parse_assistant
 from toolorch_jax.tools.base import ToolContext
 
@@ -51,7 +52,7 @@ async def run_episode(policy: Policy, episode: Episode, tokenizer: Tokenizer,
   transcript = Transcript.start(tokenizer, messages, tools, enable_thinking=config.enable_thinking)
   trajectory.prompt_length = len(transcript.ids)
   logprobs = [0.0] * len(transcript.ids)
-  versions: set[int] = set()
+  versions = [NOT_GENERATED] * len(transcript.ids)  # the policy version that produced each token
   finish = EpisodeEnd.MAX_TURNS
   for turn_index in range(config.max_turns):
     if episode.done:  # ended before the policy's first turn (e.g. the simulated user failed)
@@ -70,7 +71,7 @@ async def run_episode(policy: Policy, episode: Episode, tokenizer: Tokenizer,
       break
     transcript.append_generated(turn.token_ids)
     logprobs += list(turn.logprobs) or [0.0] * len(turn.token_ids)
-    versions.update(turn.versions)
+    versions += list(turn.versions) or [NOT_GENERATED] * len(turn.token_ids)
     text = tokenizer.decode(turn.token_ids, skip_special_tokens=True)
     parsed = parse_assistant(text, tools)
     record = Turn(text, parsed.reasoning, parsed.content, [],
@@ -98,6 +99,7 @@ async def run_episode(policy: Policy, episode: Episode, tokenizer: Tokenizer,
       messages.append({"role": "user", "content": reply.text})
       transcript.append_user(reply.text)
       logprobs += [0.0] * (len(transcript.ids) - len(logprobs))
+      versions += [NOT_GENERATED] * (len(transcript.ids) - len(versions))
       continue
     results = await asyncio.gather(*[episode.execute(call, context) for call in parsed.tool_calls])
     observations = []
@@ -119,10 +121,12 @@ async def run_episode(policy: Policy, episode: Episode, tokenizer: Tokenizer,
       break
     transcript.append_tool_responses(observations)
     logprobs += [0.0] * (len(transcript.ids) - len(logprobs))
+    versions += [NOT_GENERATED] * (len(transcript.ids) - len(versions))
   trajectory.token_ids, trajectory.loss_mask = transcript.ids, transcript.loss_mask
   trajectory.logprobs = logprobs[:len(transcript.ids)]
   trajectory.finish = finish
-  trajectory.policy_versions = sorted(versions)
+  trajectory.token_versions = versions[:len(transcript.ids)]
+  trajectory.policy_versions = sorted(set(trajectory.token_versions) - {NOT_GENERATED})
   trajectory.outcome = float(episode.score())
   trajectory.wall_s = time.perf_counter() - start
   return trajectory

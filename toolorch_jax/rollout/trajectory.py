@@ -9,6 +9,9 @@ import json
 from typing import Any
 
 
+NOT_GENERATED = -1  # the policy version of a token the policy did not produce (prompt, tool results)
+
+
 class EpisodeEnd(enum.StrEnum):
   """Why an episode ended."""
 
@@ -65,7 +68,8 @@ class Trajectory:
   outcome: float = 0.0
   finish: EpisodeEnd | None = None  # set when the episode has ended
   preference: dict[str, Any] | None = None
-  policy_versions: list[int] = dataclasses.field(default_factory=list)
+  policy_versions: list[int] = dataclasses.field(default_factory=list)  # those of token_versions
+  token_versions: list[int] = dataclasses.field(default_factory=list)  # per token, NOT_GENERATED off-policy
   faults: dict[str, int] = dataclasses.field(default_factory=dict)  # kind -> count
   wall_s: float = 0.0
   user_cost_usd: float = 0.0  # a simulated user's cost, apart from the policy's tool calls
