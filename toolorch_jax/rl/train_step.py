@@ -19,7 +19,8 @@ from jax.sharding import Mesh, NamedSharding
 
 from toolorch_jax.model.sharding import global_array, logical_to_spec, within
 from toolorch_jax.rl.grpo import GRPOConfig
-from toolorch_jax.rl.loss import aggregate, policy_loss_terms, token_log_probs
+from toolorch_jax.rl.loss import (aggregate, chunked_token_log_probs, policy_loss_terms,
+                                  token_log_probs)
 
 
 @dataclasses.dataclass
@@ -39,10 +40,16 @@ def build_optimizer(config: OptimConfig) -> optax.GradientTransformation:
                      optax.adamw(schedule, b1=config.b1, b2=config.b2, weight_decay=config.weight_decay))
 
 
-def _forward_logp(graphdef, params, mb):
+def _forward_logp(graphdef, params, mb, loss_chunk_tokens: int = 0):
+  """(log-prob, entropy) of each target; with `loss_chunk_tokens`, from logits of at most that
+  many tokens at a time (positions of every row of the micro-batch), never [rows, T, V] at once."""
   model = nnx.merge(graphdef, params)
-  logits, _ = model(mb["tokens"], mb["positions"], segment_ids=mb["segments"])
-  return token_log_probs(logits, mb["targets"])
+  if not loss_chunk_tokens:
+    logits, _ = model(mb["tokens"], mb["positions"], segment_ids=mb["segments"])
+    return token_log_probs(logits, mb["targets"])
+  hidden, _ = model.hidden_states(mb["tokens"], mb["positions"], segment_ids=mb["segments"])
+  chunk_len = max(1, loss_chunk_tokens // mb["tokens"].shape[0])
+  return chunked_token_log_probs(model.unembed, hidden, mb["targets"], chunk_len)
 
 
 def grpo_objective(config: GRPOConfig):
@@ -56,6 +63,8 @@ def grpo_objective(config: GRPOConfig):
         logp, old_logp, mb["advantages"], config.clip_low, config.clip_high, config.dual_clip,
         ref_logp=mb.get("ref_logp"), kl_coef=config.kl_coef, kl_estimator=config.kl_estimator,
         rollout_logp=mb["rollout_logp"] if config.tis_cap else None, tis_cap=config.tis_cap)
+    if not config.entropy_coef:  # `loss - 0 * entropy` would still differentiate [T, V] terms
+      return loss, diag
     return loss - config.entropy_coef * entropy, diag
   return objective
 
@@ -69,12 +78,14 @@ class TrainStep:
   """The jitted update (and log-prob) programs for one model graph and objective on one mesh."""
 
   def __init__(self, graphdef, optimizer: optax.GradientTransformation, objective: Callable,
-               aggregation: str = "token_mean", mesh: Mesh | None = None):
+               aggregation: str = "token_mean", mesh: Mesh | None = None,
+               loss_chunk_tokens: int = 0):
     self.mesh = mesh
-    self._logp = jax.jit(lambda params, mb: _forward_logp(graphdef, params, mb)[0])
+    forward = lambda params, mb: _forward_logp(graphdef, params, mb, loss_chunk_tokens)
+    self._logp = jax.jit(lambda params, mb: forward(params, mb)[0])
 
     def loss_fn(params, mb, num_tokens, num_sequences):
-      logp, entropy = _forward_logp(graphdef, params, mb)
+      logp, entropy = forward(params, mb)
       per_token, diag = objective(logp, entropy, mb)
       loss = aggregate(per_token, mb["loss_mask"], aggregation, mb["segments"], num_sequences, num_tokens)
       mask = mb["loss_mask"]
