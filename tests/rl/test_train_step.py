@@ -140,3 +140,20 @@ def test_chunked_loss_on_a_mesh_matches_single_device():
   single, *_ = run_update(grpo_objective(GRPOConfig()), micro=2)
   sharded, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, mesh=mesh, loss_chunk_tokens=16)
   assert_same_leaves(single, sharded)
+
+
+def test_a_new_micro_batch_count_compiles_nothing_new():
+  # batches pack into varying row counts; only the micro-batch shape may decide what is compiled
+  model = create_model(CONFIG, seed=1)
+  graphdef, params = nnx.split(model)
+  optimizer = optax.sgd(1e-2)
+  opt_state = optimizer.init(params)
+  steps = TrainStep(graphdef, optimizer, sft_objective)
+  counts = []
+  for count in (4, 12):
+    batch = pack(episodes(count), seq_len=24, rows_multiple=2)
+    counts.append(batch.tokens.shape[0] // 2)
+    params, opt_state, _ = steps.update(params, opt_state, batch.micro_batches(counts[-1]),
+                                        batch.num_tokens, batch.num_sequences)
+  assert counts[0] != counts[1]
+  assert [f._cache_size() for f in (steps._zeros, steps._accumulate, steps._apply)] == [1, 1, 1]

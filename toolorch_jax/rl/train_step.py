@@ -1,6 +1,6 @@
 """One jitted, sharded optimisation step over micro-batches, for GRPO and for SFT.
 
-The step scans over micro-batches, accumulating gradients of losses normalised by the whole
+The step runs one program per micro-batch, accumulating gradients of losses normalised by the whole
 batch's token (or sequence) count, so the update equals the full-batch update whatever the
 micro-batch size. Parameters and optimizer state keep the model's shardings; micro-batch rows are
 split over the mesh's `data` and `fsdp` axes.
@@ -93,25 +93,30 @@ class TrainStep:
       sums.update({k: jnp.sum(v * mask) for k, v in diag.items()})
       return loss, sums
 
-    def step(params, opt_state, batch, num_tokens, num_sequences):
-      def body(carry, mb):
-        grads, loss, sums = carry
-        (mb_loss, mb_sums), mb_grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            params, mb, num_tokens, num_sequences)
-        return (jax.tree.map(jnp.add, grads, mb_grads), loss + mb_loss,
-                jax.tree.map(jnp.add, sums, mb_sums)), None
+    def accumulate(carry, params, mb, num_tokens, num_sequences):
+      grads, loss, sums = carry
+      (mb_loss, mb_sums), mb_grads = jax.value_and_grad(loss_fn, has_aux=True)(
+          params, mb, num_tokens, num_sequences)
+      return (jax.tree.map(jnp.add, grads, mb_grads), loss + mb_loss,
+              jax.tree.map(jnp.add, sums, mb_sums))
 
-      zeros = jax.tree.map(jnp.zeros_like, params)
-      first = jax.tree.map(lambda x: x[0], batch)
-      sums0 = jax.tree.map(jnp.zeros_like, jax.eval_shape(loss_fn, params, first, num_tokens,
-                                                          num_sequences)[1])
-      (grads, loss, sums), _ = jax.lax.scan(body, (zeros, jnp.float32(0), sums0), batch)
+    def zeros(params, mb, num_tokens, num_sequences):
+      sums = jax.eval_shape(loss_fn, params, mb, num_tokens, num_sequences)[1]
+      return (jax.tree.map(jnp.zeros_like, params), jnp.float32(0),
+              jax.tree.map(jnp.zeros_like, sums))
+
+    def apply(params, opt_state, carry, num_tokens):
+      grads, loss, sums = carry
       updates, opt_state = optimizer.update(grads, opt_state, params)
       metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads),
                  **{k: v / jnp.maximum(num_tokens, 1.0) for k, v in sums.items()}}
       return optax.apply_updates(params, updates), opt_state, metrics
 
-    self._step = jax.jit(step, donate_argnums=(0, 1))
+    # One program per micro-batch shape, not per micro-batch count: a batch packs into a varying
+    # number of rows, and a scan over them compiled the whole step again for every new count.
+    self._zeros = jax.jit(zeros)
+    self._accumulate = jax.jit(accumulate, donate_argnums=(0,))
+    self._apply = jax.jit(apply, donate_argnums=(0, 1))
 
   def _place(self, batch: dict[str, Any]) -> dict[str, jax.Array]:
     if self.mesh is None:
@@ -128,7 +133,13 @@ class TrainStep:
                         for i in range(placed["tokens"].shape[0])])
 
   def update(self, params, opt_state, batch: dict[str, Any], num_tokens: int, num_sequences: int):
+    """One optimizer update from the gradients summed over the micro-batches of `batch`
+    ([n_micro, rows, L] arrays); (params, opt_state, metrics). Donates params and opt_state."""
     placed = self._place(batch)
+    num_tokens, num_sequences = jnp.float32(num_tokens), jnp.float32(num_sequences)
     with within(self.mesh):
-      return self._step(params, opt_state, placed, jnp.float32(num_tokens),
-                        jnp.float32(num_sequences))
+      micro = [jax.tree.map(lambda x: x[i], placed) for i in range(placed["tokens"].shape[0])]
+      carry = self._zeros(params, micro[0], num_tokens, num_sequences)
+      for mb in micro:
+        carry = self._accumulate(carry, params, mb, num_tokens, num_sequences)
+      return self._apply(params, opt_state, carry, num_tokens)
