@@ -156,4 +156,6 @@ def test_a_new_micro_batch_count_compiles_nothing_new():
     params, opt_state, _ = steps.update(params, opt_state, batch.micro_batches(counts[-1]),
                                         batch.num_tokens, batch.num_sequences)
   assert counts[0] != counts[1]
+  # (only the program that slices micro-batch i out of the placed batch is per count)
   assert [f._cache_size() for f in (steps._zeros, steps._accumulate, steps._apply)] == [1, 1, 1]
+  assert steps._micro._cache_size() == 2

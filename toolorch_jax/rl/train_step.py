@@ -117,6 +117,9 @@ class TrainStep:
     self._zeros = jax.jit(zeros)
     self._accumulate = jax.jit(accumulate, donate_argnums=(0,))
     self._apply = jax.jit(apply, donate_argnums=(0, 1))
+    # Micro-batch i of the placed batch, i traced: `x[i]` outside jit compiled a slice per index
+    # (this compiles one per micro-batch count, a slice, not a step).
+    self._micro = jax.jit(lambda batch, i: jax.tree.map(lambda x: x[i], batch))
 
   def _place(self, batch: dict[str, Any]) -> dict[str, jax.Array]:
     if self.mesh is None:
@@ -129,7 +132,7 @@ class TrainStep:
     """[n_micro, rows, L] log-probs of the targets under `params` (old or reference policy)."""
     placed = self._place(batch)
     with within(self.mesh):
-      return jnp.stack([self._logp(params, jax.tree.map(lambda x: x[i], placed))
+      return jnp.stack([self._logp(params, self._micro(placed, i))
                         for i in range(placed["tokens"].shape[0])])
 
   def update(self, params, opt_state, batch: dict[str, Any], num_tokens: int, num_sequences: int):
@@ -138,7 +141,7 @@ class TrainStep:
     placed = self._place(batch)
     num_tokens, num_sequences = jnp.float32(num_tokens), jnp.float32(num_sequences)
     with within(self.mesh):
-      micro = [jax.tree.map(lambda x: x[i], placed) for i in range(placed["tokens"].shape[0])]
+      micro = [self._micro(placed, i) for i in range(placed["tokens"].shape[0])]
       carry = self._zeros(params, micro[0], num_tokens, num_sequences)
       for mb in micro:
         carry = self._accumulate(carry, params, mb, num_tokens, num_sequences)
