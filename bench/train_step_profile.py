@@ -176,6 +176,8 @@ def main() -> None:
   parser.add_argument("--seq-len", type=int, default=256)
   parser.add_argument("--loss-chunk-tokens", type=int, nargs="+", default=[0, 512])
   parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--parts", nargs="+", default=None,
+                      help="time only these parts (names as in the table), e.g. 'whole step'")
   parser.add_argument("--recompile-check", action="store_true")
   parser.add_argument("--trace", default="", help="directory for a jax.profiler trace")
   parser.add_argument("--steps", type=int, default=2, help="whole steps in the trace")
@@ -188,6 +190,9 @@ def main() -> None:
     tokens = np.random.default_rng(0).integers(0, config.vocab_size, (args.batch, args.seq_len + 1))
     setups = {chunk: setup(config, tokens, chunk, grpo=chunk == args.loss_chunk_tokens[0])
               for chunk in args.loss_chunk_tokens}
+    if args.parts:
+      for found in setups.values():
+        found["parts"] = {k: v for k, v in found["parts"].items() if k in args.parts}
     timings = time_interleaved(setups, args.repeats)
     for chunk, found in setups.items():
       row = {"config": name, "chunk": chunk, "seconds": timings[chunk], **found["memory"]}
