@@ -51,12 +51,12 @@ def timed(step, steps: int, repeats: int) -> float:
   return best
 
 
-def ours(config, tokens, steps, repeats):
+def ours(config, tokens, steps, repeats, loss_chunk_tokens=0):
   model = create_model(config, seed=0)
   graphdef, params = nnx.split(model)
   optimizer = build_optimizer(OptimConfig())
   state = {"params": params, "opt": optimizer.init(params)}
-  functions = TrainStep(graphdef, optimizer, sft_objective)
+  functions = TrainStep(graphdef, optimizer, sft_objective, loss_chunk_tokens=loss_chunk_tokens)
   batch = pack([Sample(row, [1] * len(row)) for row in tokens], seq_len=tokens.shape[1] - 1)
   micro = batch.micro_batches(1)
 
@@ -115,6 +115,8 @@ def main() -> None:
   parser.add_argument("--seq-len", type=int, default=256)
   parser.add_argument("--steps", type=int, default=3)
   parser.add_argument("--repeats", type=int, default=2)
+  parser.add_argument("--loss-chunk-tokens", type=int, default=0,
+                      help="ours: train.loss_chunk_tokens (0: full logits)")
   parser.add_argument("--skip-tunix", action="store_true")
   parser.add_argument("--skip-transformers", action="store_true")
   parser.add_argument("--out", default="runs/bench")
@@ -124,7 +126,7 @@ def main() -> None:
   for name in args.configs:
     config = load_model_config(name)
     tokens = np.random.default_rng(0).integers(0, config.vocab_size, (args.batch, args.seq_len + 1))
-    per_step = {"ours": ours(config, tokens, args.steps, args.repeats)}
+    per_step = {"ours": ours(config, tokens, args.steps, args.repeats, args.loss_chunk_tokens)}
     if not (args.skip_tunix and args.skip_transformers):
       with tempfile.TemporaryDirectory() as tmp:
         save_hf(create_model(config, seed=0), config, tmp)
@@ -134,6 +136,7 @@ def main() -> None:
           per_step["transformers"] = transformers_step(tmp, tokens, args.steps, args.repeats)
     tokens_per_step = args.batch * args.seq_len
     row = {"config": name, "params": config.num_params, "dtype": config.dtype, "device": device.kind,
+           "loss_chunk_tokens": args.loss_chunk_tokens,
            **{f"{k}_tok_s": tokens_per_step / v for k, v in per_step.items()}}
     row["ours_mfu"] = device.mfu(row["ours_tok_s"] * train_flops_per_token(config, args.seq_len))
     for other in ("tunix", "transformers"):
@@ -144,7 +147,8 @@ def main() -> None:
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   cell = lambda row, key, fmt: format(row[key], fmt) if key in row else "—"
-  lines = [f"Device: {device.kind} x {device.count} ({device.platform}).", "",
+  lines = [f"Device: {device.kind} x {device.count} ({device.platform});"
+           f" ours with train.loss_chunk_tokens = {args.loss_chunk_tokens}.", "",
            "| config | params | dtype | ours tok/s | ours MFU | Tunix tok/s | transformers tok/s"
            " | ours/Tunix | ours/transformers |", "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
   lines += [f"| {r['config']} | {r['params'] / 1e6:.1f}M | {r['dtype']} | {r['ours_tok_s']:.0f}"

@@ -7,7 +7,8 @@ import pytest
 
 from toolorch_jax.config import ConfigError
 from toolorch_jax.rl.grpo import GRPOConfig
-from toolorch_jax.rl.loss import aggregate, kl_penalty, policy_loss_terms
+from toolorch_jax.rl.loss import (aggregate, chunked_token_log_probs, kl_penalty, policy_loss_terms,
+                                  token_log_probs)
 
 LOGP = jnp.log(jnp.array([[1.0, 1.5, 0.5, 1.1, 0.7, 20.0]]))  # ratios when old_logp = 0
 ADV = jnp.array([[1.0, 1.0, -1.0, -1.0, 1.0, -1.0]])
@@ -82,3 +83,26 @@ def test_grpo_config_checks_the_loss_settings():
     with pytest.raises(ConfigError, match=key):
       GRPOConfig(**bad)
   assert GRPOConfig(dual_clip=None).dual_clip is None
+
+
+@pytest.mark.parametrize("chunk_len", [1, 3, 7, 9])
+def test_chunked_log_probs_and_gradients_equal_the_full_logits(chunk_len):
+  # 7 positions: chunks of 3 leave a ragged last chunk, 9 is one padded chunk
+  keys = jax.random.split(jax.random.key(0), 4)
+  hidden = jax.random.normal(keys[0], (2, 7, 16))
+  weight = jax.random.normal(keys[1], (16, 40))
+  targets = jax.random.randint(keys[2], (2, 7), 0, 40)
+  mix = jax.random.normal(keys[3], (2, 2, 7))  # a loss that weighs log-probs and entropies
+
+  def loss(hidden, weight, chunked):
+    unembed = lambda x: jnp.tanh(x) @ weight  # non-linear per token, like the final norm
+    if chunked:
+      logp, entropy = chunked_token_log_probs(unembed, hidden, targets, chunk_len)
+    else:
+      logp, entropy = token_log_probs(unembed(hidden), targets)
+    return jnp.sum(mix[0] * logp + mix[1] * entropy), (logp, entropy)
+
+  grad = jax.grad(loss, argnums=(0, 1), has_aux=True)
+  (full_grads, full), (chunked_grads, chunked) = grad(hidden, weight, False), grad(hidden, weight, True)
+  for a, b in zip(jax.tree.leaves((full, full_grads)), jax.tree.leaves((chunked, chunked_grads))):
+    np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-5)

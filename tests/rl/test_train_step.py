@@ -43,12 +43,12 @@ def test_pack_layout():
   assert long.truncated == 1 and long.tokens.shape == (1, 8)
 
 
-def run_update(objective, micro, mesh=None, lr=1e-2, old_logp=True):
-  model = create_model(CONFIG, seed=1, mesh=mesh)
+def run_update(objective, micro, mesh=None, lr=1e-2, old_logp=True, config=CONFIG, loss_chunk_tokens=0):
+  model = create_model(config, seed=1, mesh=mesh)
   graphdef, params = nnx.split(model)
   optimizer = optax.sgd(lr)
   opt_state = optimizer.init(params)
-  steps = TrainStep(graphdef, optimizer, objective, "token_mean", mesh)
+  steps = TrainStep(graphdef, optimizer, objective, "token_mean", mesh, loss_chunk_tokens)
   batch = pack(episodes(), seq_len=24, rows_multiple=4)
   mbs = batch.micro_batches(micro)
   before = steps.log_probs(params, mbs)
@@ -117,3 +117,45 @@ def test_entropy_bonus_enters_the_loss():
   _, bonus, *_ = run_update(grpo_objective(GRPOConfig(entropy_coef=0.1)), micro=1)
   np.testing.assert_allclose(float(bonus["loss"]), float(plain["loss"]) - 0.1 * float(plain["entropy"]),
                              rtol=1e-5)
+
+
+def test_chunked_loss_gives_the_full_logits_update():
+  # tied embeddings (the gradient reaches the table from both ends); 2 rows per micro-batch, 10
+  # tokens a chunk: 5 positions of 24, the last chunk ragged (4). The mesh test below is untied.
+  config = CONFIG.replace(tie_word_embeddings=True)
+  objective = grpo_objective(GRPOConfig(entropy_coef=0.1))  # the entropy's gradient too
+  full, m_full, steps_full, mbs, before_full, _ = run_update(objective, micro=2, lr=1.0, config=config)
+  chunked, m_chunked, steps_chunked, _, before_chunked, _ = run_update(
+      objective, micro=2, lr=1.0, config=config, loss_chunk_tokens=10)
+  np.testing.assert_allclose(np.asarray(before_chunked), np.asarray(before_full), rtol=1e-6, atol=1e-6)
+  for name in m_full:
+    np.testing.assert_allclose(float(m_chunked[name]), float(m_full[name]), rtol=1e-6, atol=1e-7)
+  # with SGD at lr 1 each parameter moved by its gradient
+  for a, b in zip(jax.tree.leaves(full), jax.tree.leaves(chunked), strict=True):
+    np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-7)
+
+
+def test_chunked_loss_on_a_mesh_matches_single_device():
+  mesh = make_mesh(MeshConfig(data=2, fsdp=2, tensor=2))
+  single, *_ = run_update(grpo_objective(GRPOConfig()), micro=2)
+  sharded, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, mesh=mesh, loss_chunk_tokens=16)
+  assert_same_leaves(single, sharded)
+
+
+def test_a_new_micro_batch_count_compiles_nothing_new():
+  # batches pack into varying row counts; only the micro-batch shape may decide what is compiled
+  model = create_model(CONFIG, seed=1)
+  graphdef, params = nnx.split(model)
+  optimizer = optax.sgd(1e-2)
+  opt_state = optimizer.init(params)
+  steps = TrainStep(graphdef, optimizer, sft_objective)
+  counts = []
+  for count in (4, 12):
+    batch = pack(episodes(count), seq_len=24, rows_multiple=2)
+    counts.append(batch.tokens.shape[0] // 2)
+    params, opt_state, _ = steps.update(params, opt_state, batch.micro_batches(counts[-1]),
+                                        batch.num_tokens, batch.num_sequences)
+  assert counts[0] != counts[1]
+  # (only the program that slices micro-batch i out of the placed batch is per count)
+  assert [f._cache_size() for f in (steps._zeros, steps._accumulate, steps._apply)] == [1, 1, 1]
+  assert steps._micro._cache_size() == 2

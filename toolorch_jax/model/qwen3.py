@@ -73,6 +73,16 @@ class Qwen3(nnx.Module):
     packing need no special cases. logits_at [B]: only the logits at that position of each row
     ([B, 1, V]): a prefill needs one position's, never [B, T, V] for a long prompt and vocabulary.
     """
+    x, cache = self.hidden_states(tokens, positions, cache, attention_mask, segment_ids)
+    if logits_at is not None:
+      x = jnp.take_along_axis(x, logits_at[:, None, None], axis=1)
+    return self.unembed(x), cache
+
+  def hidden_states(self, tokens: jax.Array, positions: jax.Array, cache: KVCache | None = None,
+                    attention_mask: jax.Array | None = None,
+                    segment_ids: jax.Array | None = None) -> tuple[jax.Array, KVCache | None]:
+    """The last decoder layer's output [B, T, E] (before the final norm) and the updated cache:
+    `unembed` of it gives the logits, so a loss can take them a few positions at a time."""
     mask, slots, cache = attention_mask_for(tokens.shape, cache, attention_mask, segment_ids)
     x = self.embed(tokens)
     step = self.layer_step
@@ -85,9 +95,7 @@ class Qwen3(nnx.Module):
         new_values.append(kv[1])
     if cache is not None:
       cache = cache.replace(keys=tuple(new_keys), values=tuple(new_values))
-    if logits_at is not None:
-      x = jnp.take_along_axis(x, logits_at[:, None, None], axis=1)
-    return self.unembed(x), cache
+    return x, cache
 
   def embed(self, tokens: jax.Array) -> jax.Array:
     # Gather the table over fsdp first (as FSDP does for every weight): a gather from a table split

@@ -39,11 +39,19 @@ class TrainSection:
   seed: int = 0
   seq_len: int = 4096  # packed row length
   micro_batch_rows: int = 4  # rows per micro-batch (gradient accumulation over the rest)
+  # > 0: the loss takes logits for at most this many tokens of a micro-batch at a time (chunks of
+  # positions, each recomputed in the backward pass), never [rows x seq_len x vocab] at once; 0: all
+  loss_chunk_tokens: int = 0
   checkpoint_every: int = 1
   keep_checkpoints: int = 3
   checkpoint_dir: str = ""  # local or gs:// (default: WORKDIR/checkpoints)
   tensorboard: bool = True
   progress: bool = True
+
+  def __post_init__(self):
+    if self.loss_chunk_tokens < 0:
+      raise ConfigError(f"train.loss_chunk_tokens must be >= 0 (0: no chunking), got"
+                        f" {self.loss_chunk_tokens}")
 
 
 @dataclasses.dataclass

@@ -56,7 +56,8 @@ class Learner:
     self.optimizer = build_optimizer(optim)
     with within(self.mesh):
       self.opt_state = jax.jit(self.optimizer.init)(self.params)
-    self.train_step = TrainStep(self.graphdef, self.optimizer, objective, aggregation, self.mesh)
+    self.train_step = TrainStep(self.graphdef, self.optimizer, objective, aggregation, self.mesh,
+                                train.loss_chunk_tokens)
     self.checkpointer = checkpoint.TrainCheckpointer(
         train.checkpoint_dir or str(self.workdir / "checkpoints"), keep=train.keep_checkpoints)
     self.rng = jax.random.key(train.seed)

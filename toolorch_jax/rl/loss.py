@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 import jax
 import jax.numpy as jnp
 
@@ -12,6 +14,30 @@ def token_log_probs(logits: jax.Array, targets: jax.Array) -> tuple[jax.Array, j
   logp = jnp.take_along_axis(logp_all, targets[..., None], axis=-1)[..., 0]
   entropy = -jnp.sum(jnp.exp(logp_all) * logp_all, axis=-1)
   return logp, entropy
+
+
+def chunked_token_log_probs(unembed: Callable[[jax.Array], jax.Array], hidden: jax.Array,
+                            targets: jax.Array, chunk_len: int) -> tuple[jax.Array, jax.Array]:
+  """`token_log_probs(unembed(hidden), targets)` taken `chunk_len` positions of every row at a
+  time, so only [B, chunk_len, V] logits exist at once: each chunk is rematerialised in the
+  backward pass (jax.checkpoint) instead of its logits being kept. hidden [B, T, E]; the last
+  chunk is padded and its padding cut off."""
+  rows, length = targets.shape
+  count = -(-length // chunk_len)
+  pad = count * chunk_len - length
+  hidden = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0)))
+  targets = jnp.pad(targets, ((0, 0), (0, pad)))
+  chunks = (hidden.reshape(rows, count, chunk_len, -1).swapaxes(0, 1),
+            targets.reshape(rows, count, chunk_len).swapaxes(0, 1))
+
+  @jax.checkpoint
+  def one_chunk(chunk):
+    x, chunk_targets = chunk
+    return token_log_probs(unembed(x), chunk_targets)
+
+  logp, entropy = jax.lax.map(one_chunk, chunks)
+  unchunk = lambda a: a.swapaxes(0, 1).reshape(rows, count * chunk_len)[:, :length]
+  return unchunk(logp), unchunk(entropy)
 
 
 KL_ESTIMATORS = ("mse", "k1", "low_var_kl")

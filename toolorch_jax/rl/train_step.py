@@ -1,6 +1,6 @@
 """One jitted, sharded optimisation step over micro-batches, for GRPO and for SFT.
 
-The step scans over micro-batches, accumulating gradients of losses normalised by the whole
+The step runs one program per micro-batch, accumulating gradients of losses normalised by the whole
 batch's token (or sequence) count, so the update equals the full-batch update whatever the
 micro-batch size. Parameters and optimizer state keep the model's shardings; micro-batch rows are
 split over the mesh's `data` and `fsdp` axes.
@@ -19,7 +19,8 @@ from jax.sharding import Mesh, NamedSharding
 
 from toolorch_jax.model.sharding import global_array, logical_to_spec, within
 from toolorch_jax.rl.grpo import GRPOConfig
-from toolorch_jax.rl.loss import aggregate, policy_loss_terms, token_log_probs
+from toolorch_jax.rl.loss import (aggregate, chunked_token_log_probs, policy_loss_terms,
+                                  token_log_probs)
 
 
 @dataclasses.dataclass
@@ -39,10 +40,16 @@ def build_optimizer(config: OptimConfig) -> optax.GradientTransformation:
                      optax.adamw(schedule, b1=config.b1, b2=config.b2, weight_decay=config.weight_decay))
 
 
-def _forward_logp(graphdef, params, mb):
+def _forward_logp(graphdef, params, mb, loss_chunk_tokens: int = 0):
+  """(log-prob, entropy) of each target; with `loss_chunk_tokens`, from logits of at most that
+  many tokens at a time (positions of every row of the micro-batch), never [rows, T, V] at once."""
   model = nnx.merge(graphdef, params)
-  logits, _ = model(mb["tokens"], mb["positions"], segment_ids=mb["segments"])
-  return token_log_probs(logits, mb["targets"])
+  if not loss_chunk_tokens:
+    logits, _ = model(mb["tokens"], mb["positions"], segment_ids=mb["segments"])
+    return token_log_probs(logits, mb["targets"])
+  hidden, _ = model.hidden_states(mb["tokens"], mb["positions"], segment_ids=mb["segments"])
+  chunk_len = max(1, loss_chunk_tokens // mb["tokens"].shape[0])
+  return chunked_token_log_probs(model.unembed, hidden, mb["targets"], chunk_len)
 
 
 def grpo_objective(config: GRPOConfig):
@@ -56,6 +63,8 @@ def grpo_objective(config: GRPOConfig):
         logp, old_logp, mb["advantages"], config.clip_low, config.clip_high, config.dual_clip,
         ref_logp=mb.get("ref_logp"), kl_coef=config.kl_coef, kl_estimator=config.kl_estimator,
         rollout_logp=mb["rollout_logp"] if config.tis_cap else None, tis_cap=config.tis_cap)
+    if not config.entropy_coef:  # `loss - 0 * entropy` would still differentiate [T, V] terms
+      return loss, diag
     return loss - config.entropy_coef * entropy, diag
   return objective
 
@@ -69,12 +78,14 @@ class TrainStep:
   """The jitted update (and log-prob) programs for one model graph and objective on one mesh."""
 
   def __init__(self, graphdef, optimizer: optax.GradientTransformation, objective: Callable,
-               aggregation: str = "token_mean", mesh: Mesh | None = None):
+               aggregation: str = "token_mean", mesh: Mesh | None = None,
+               loss_chunk_tokens: int = 0):
     self.mesh = mesh
-    self._logp = jax.jit(lambda params, mb: _forward_logp(graphdef, params, mb)[0])
+    forward = lambda params, mb: _forward_logp(graphdef, params, mb, loss_chunk_tokens)
+    self._logp = jax.jit(lambda params, mb: forward(params, mb)[0])
 
     def loss_fn(params, mb, num_tokens, num_sequences):
-      logp, entropy = _forward_logp(graphdef, params, mb)
+      logp, entropy = forward(params, mb)
       per_token, diag = objective(logp, entropy, mb)
       loss = aggregate(per_token, mb["loss_mask"], aggregation, mb["segments"], num_sequences, num_tokens)
       mask = mb["loss_mask"]
@@ -82,25 +93,33 @@ class TrainStep:
       sums.update({k: jnp.sum(v * mask) for k, v in diag.items()})
       return loss, sums
 
-    def step(params, opt_state, batch, num_tokens, num_sequences):
-      def body(carry, mb):
-        grads, loss, sums = carry
-        (mb_loss, mb_sums), mb_grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            params, mb, num_tokens, num_sequences)
-        return (jax.tree.map(jnp.add, grads, mb_grads), loss + mb_loss,
-                jax.tree.map(jnp.add, sums, mb_sums)), None
+    def accumulate(carry, params, mb, num_tokens, num_sequences):
+      grads, loss, sums = carry
+      (mb_loss, mb_sums), mb_grads = jax.value_and_grad(loss_fn, has_aux=True)(
+          params, mb, num_tokens, num_sequences)
+      return (jax.tree.map(jnp.add, grads, mb_grads), loss + mb_loss,
+              jax.tree.map(jnp.add, sums, mb_sums))
 
-      zeros = jax.tree.map(jnp.zeros_like, params)
-      first = jax.tree.map(lambda x: x[0], batch)
-      sums0 = jax.tree.map(jnp.zeros_like, jax.eval_shape(loss_fn, params, first, num_tokens,
-                                                          num_sequences)[1])
-      (grads, loss, sums), _ = jax.lax.scan(body, (zeros, jnp.float32(0), sums0), batch)
+    def zeros(params, mb, num_tokens, num_sequences):
+      sums = jax.eval_shape(loss_fn, params, mb, num_tokens, num_sequences)[1]
+      return (jax.tree.map(jnp.zeros_like, params), jnp.float32(0),
+              jax.tree.map(jnp.zeros_like, sums))
+
+    def apply(params, opt_state, carry, num_tokens):
+      grads, loss, sums = carry
       updates, opt_state = optimizer.update(grads, opt_state, params)
       metrics = {"loss": loss, "grad_norm": optax.tree.norm(grads),
                  **{k: v / jnp.maximum(num_tokens, 1.0) for k, v in sums.items()}}
       return optax.apply_updates(params, updates), opt_state, metrics
 
-    self._step = jax.jit(step, donate_argnums=(0, 1))
+    # One program per micro-batch shape, not per micro-batch count: a batch packs into a varying
+    # number of rows, and a scan over them compiled the whole step again for every new count.
+    self._zeros = jax.jit(zeros)
+    self._accumulate = jax.jit(accumulate, donate_argnums=(0,))
+    self._apply = jax.jit(apply, donate_argnums=(0, 1))
+    # Micro-batch i of the placed batch, i traced: `x[i]` outside jit compiled a slice per index
+    # (this compiles one per micro-batch count, a slice, not a step).
+    self._micro = jax.jit(lambda batch, i: jax.tree.map(lambda x: x[i], batch))
 
   def _place(self, batch: dict[str, Any]) -> dict[str, jax.Array]:
     if self.mesh is None:
@@ -113,11 +132,17 @@ class TrainStep:
     """[n_micro, rows, L] log-probs of the targets under `params` (old or reference policy)."""
     placed = self._place(batch)
     with within(self.mesh):
-      return jnp.stack([self._logp(params, jax.tree.map(lambda x: x[i], placed))
+      return jnp.stack([self._logp(params, self._micro(placed, i))
                         for i in range(placed["tokens"].shape[0])])
 
   def update(self, params, opt_state, batch: dict[str, Any], num_tokens: int, num_sequences: int):
+    """One optimizer update from the gradients summed over the micro-batches of `batch`
+    ([n_micro, rows, L] arrays); (params, opt_state, metrics). Donates params and opt_state."""
     placed = self._place(batch)
+    num_tokens, num_sequences = jnp.float32(num_tokens), jnp.float32(num_sequences)
     with within(self.mesh):
-      return self._step(params, opt_state, placed, jnp.float32(num_tokens),
-                        jnp.float32(num_sequences))
+      micro = [self._micro(placed, i) for i in range(placed["tokens"].shape[0])]
+      carry = self._zeros(params, micro[0], num_tokens, num_sequences)
+      for mb in micro:
+        carry = self._accumulate(carry, params, mb, num_tokens, num_sequences)
+      return self._apply(params, opt_state, carry, num_tokens)
