@@ -1,10 +1,11 @@
 """gcp-storage-emulator for the gs:// tests, in its own process: `python tests/gcs_emulator.py`
 serves an in-memory bucket `bucket` on a free loopback port and prints the port.
 
-Its own server listens with socketserver's backlog of 5 connections, one request at a time:
-tensorstore opens dozens of connections at once, the kernel drops the connection requests past
-the backlog, and each dropped client waits out TCP's retransmit backoff (1 s, 3 s, 7 s, ...), so a
-2-process checkpoint crawled. Here the backlog holds them all."""
+The emulator's own server listens with socketserver's backlog of 5 connections and answers one
+request at a time; tensorstore opens dozens of connections at once, and the kernel drops those
+past the backlog (measured: its ListenOverflows counter rose by 3-4 per save of 100 arrays; 0 with
+this server), leaving each dropped client to TCP's retransmit backoff. Here the backlog holds
+them all."""
 
 import functools
 import http.server
