@@ -284,18 +284,17 @@ def kill_one_process_after_a_checkpoint(train, workdir, checkpoints, *overrides)
   print(f"killed with checkpoints {saved} written")
 
 
-# The same with `train.checkpoint_dir=gs://…` on the GCS emulator (in its own process) is not here:
-# it passed once (153 s) and failed once (378 s), when the resumed run saved step 4 (likely over the
-# killed run's unfinished step 4): tensorstore's OCDBT manifest write failed with "Malformed
-# StorageGeneration"; the emulator checks no generation preconditions and sends no
-# x-goog-generation header on downloads. Single-process gs:// save and resume is tested in
-# tests/test_checkpoint_train.py.
 @pytest.mark.slow
-def test_sigkill_of_one_process_then_resume_ends_equal(grpo, tmp_path):
+@pytest.mark.parametrize("where", ["local", "gcs"])
+def test_sigkill_of_one_process_then_resume_ends_equal(grpo, tmp_path, where, request):
+  """Checkpoints on local disk, or on gs:// (the GCS emulator, in its own process on loopback)."""
   train, straight = grpo
-  checkpoints = str(tmp_path / "checkpoints")
-  kill_one_process_after_a_checkpoint(train, tmp_path, checkpoints)
-  code, out = finish(train(tmp_path, 2))
+  checkpoints, overrides = str(tmp_path / "checkpoints"), []
+  if where == "gcs":
+    checkpoints = f"{request.getfixturevalue('gcs_emulator')}/{tmp_path.name}"
+    overrides = [f"train.checkpoint_dir={checkpoints}"]
+  kill_one_process_after_a_checkpoint(train, tmp_path, checkpoints, *overrides)
+  code, out = finish(train(tmp_path, 2, *overrides))
   assert code == 0, out
   assert STEPS in saved_steps(checkpoints), out[-20000:]
   expected = final_params(str(straight / "checkpoints"), STEPS)
