@@ -7,18 +7,19 @@ Each process gets `JAX_COORDINATOR_ADDRESS` (127.0.0.1 and a free port), `JAX_NU
 `--devices-per-process`, that many CPU devices (`JAX_NUM_CPU_DEVICES`; JAX on CPU otherwise has
 one). The exit status is the first non-zero one (128 + signal for a process killed by a signal),
 or 0 when every process succeeds; when one fails, the others are killed, so a failed launch never
-leaves a process behind. Output lines are prefixed with the process index.
+leaves a process behind. Each process's stdout and stderr lines come out on this launcher's stdout
+and stderr, whole, with the process index in front.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import selectors
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 
 GRACE_S = 5.0  # SIGTERM, then SIGKILL after this long
@@ -41,21 +42,39 @@ def process_env(index: int, processes: int, port: int, devices: int | None) -> d
   return env
 
 
-def _forward(index: int, stream, out) -> None:
-  for line in iter(stream.readline, b""):
-    out.buffer.write(f"[{index}] ".encode() + line)
-    out.flush()
+class _Lines:
+  """One process's stdout or stderr, passed on a whole line at a time with its index in front: a
+  line never mixes with another process's output, and a last line without a newline gets one."""
+
+  def __init__(self, index: int, out) -> None:
+    self.prefix = f"[{index}] ".encode()
+    self.out = out
+    self.pending = b""
+
+  def feed(self, data: bytes) -> None:
+    *lines, self.pending = (self.pending + data).split(b"\n")
+    for line in lines:
+      self.out.write(self.prefix + line + b"\n")
+    self.out.flush()
+
+  def close(self) -> None:
+    if self.pending:
+      self.feed(b"\n")
 
 
 def _exit_code(returncode: int) -> int:
   return 128 - returncode if returncode < 0 else returncode
 
 
-def _stop(children: list[subprocess.Popen]) -> None:
-  """SIGTERM to each process group still running, SIGKILL to whatever outlives the grace."""
+def _signal(children: list[subprocess.Popen], signum: int) -> None:
   for child in children:
     if child.poll() is None:
-      os.killpg(child.pid, signal.SIGTERM)
+      os.killpg(child.pid, signum)
+
+
+def _stop(children: list[subprocess.Popen]) -> None:
+  """SIGTERM to each process group still running, SIGKILL to whatever outlives the grace."""
+  _signal(children, signal.SIGTERM)
   deadline = time.monotonic() + GRACE_S
   for child in children:
     try:
@@ -67,15 +86,10 @@ def _stop(children: list[subprocess.Popen]) -> None:
 
 def run(command: list[str], processes: int, devices: int | None) -> int:
   port = free_port()
-  children = []
-  threads = []
-  for index in range(processes):
-    # Its own process group, so stopping a process also stops whatever it started.
-    child = subprocess.Popen(command, env=process_env(index, processes, port, devices),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    children.append(child)
-    threads.append(threading.Thread(target=_forward, args=(index, child.stdout, sys.stdout), daemon=True))
-    threads[-1].start()
+  # Each in its own process group, so stopping a process also stops whatever it started.
+  children = [subprocess.Popen(command, env=process_env(index, processes, port, devices),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+              for index in range(processes)]
 
   def on_signal(signum, frame):
     _stop(children)
@@ -83,20 +97,49 @@ def run(command: list[str], processes: int, devices: int | None) -> int:
 
   for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
     signal.signal(signum, on_signal)
+  # One thread reads every pipe to its end, so nothing a process wrote is dropped when it exits,
+  # even when whoever reads this launcher's output is slow; stdout and stderr stay apart, so a
+  # process's C++ logs (stderr) do not land inside the lines it prints (stdout).
+  selector = selectors.DefaultSelector()
+  for index, child in enumerate(children):
+    selector.register(child.stdout, selectors.EVENT_READ, _Lines(index, sys.stdout.buffer))
+    selector.register(child.stderr, selectors.EVENT_READ, _Lines(index, sys.stderr.buffer))
   first_failure = 0
+  kill_at = None  # when processes told to stop get SIGKILL
+  quiet_since = None  # since when every process has exited and no output came
   try:
-    while any(child.poll() is None for child in children):
-      failed = [c for c in children if c.poll() not in (None, 0)]
-      if failed:
+    while selector.get_map():
+      events = selector.select(timeout=0.05)
+      for key, _ in events:
+        data = os.read(key.fd, 1 << 16)
+        if data:
+          key.data.feed(data)
+        else:
+          key.data.close()
+          selector.unregister(key.fileobj)
+      running = [c for c in children if c.poll() is None]
+      failed = [c for c in children if c.returncode not in (None, 0)]
+      if running and failed and not first_failure:
         first_failure = _exit_code(failed[0].returncode)
         print(f"launch/local.py: process {children.index(failed[0])} exited with {first_failure};"
               " stopping the others", file=sys.stderr, flush=True)
+        _signal(running, signal.SIGTERM)
+        kill_at = time.monotonic() + GRACE_S
+      if running and kill_at and time.monotonic() > kill_at:
+        _signal(running, signal.SIGKILL)
+      if running or events:
+        quiet_since = None
+      elif quiet_since is None:
+        quiet_since = time.monotonic()
+      elif time.monotonic() - quiet_since > GRACE_S:
+        print("launch/local.py: the processes exited but their output stays open (held by a"
+              " process that left their process group); not waiting for it", file=sys.stderr,
+              flush=True)
         break
-      time.sleep(0.05)
   finally:
     _stop(children)
-    for thread in threads:
-      thread.join(timeout=1.0)
+    for key in list(selector.get_map().values()):
+      key.data.close()
   if first_failure:
     return first_failure
   return next((_exit_code(c.returncode) for c in children if c.returncode), 0)

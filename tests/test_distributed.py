@@ -84,9 +84,12 @@ PROBE = textwrap.dedent("""
     job = d.initialize()
     import jax, jax.numpy as jnp
     from jax.experimental import multihost_utils
+    import sys
     total = int(multihost_utils.process_allgather(jnp.ones(())).sum())
-    print(f"process {jax.process_index()} of {jax.process_count()} ({job.source}),"
-          f" {len(jax.devices())} devices, sum {total}", flush=True)
+    # One write on stderr: Gloo's C++ threads print to stdout in pieces ("[Gloo] Rank " ...), and
+    # a piece left there just before this line would put it mid-line.
+    sys.stderr.write(f"process {jax.process_index()} of {jax.process_count()} ({job.source}),"
+                     f" {len(jax.devices())} devices, sum {total}\\n")
 """)
 
 
@@ -139,6 +142,44 @@ def test_the_launcher_stops_the_rest_when_one_fails(tmp_path):
   assert not running_with(marker)
   code, _ = finish(launch(2, 1, [sys.executable, "-c", "import os; assert os.environ['JAX_NUM_CPU_DEVICES'] == '1'"]))
   assert code == 0
+
+
+def test_the_launcher_passes_on_whole_lines_per_stream(tmp_path):
+  """A line a process writes in pieces, interleaved with its stderr, and a last line without a
+  newline right before it exits, each come out whole on the launcher's matching stream."""
+  script = ("import os; i = os.environ['JAX_PROCESS_ID'].encode();"
+            " os.write(1, b'out ' + i + b' begins '); os.write(2, b'err ' + i + b'\\n');"
+            " os.write(1, b'and ends\\n'); os.write(1, b'tail ' + i + b' without newline'); os._exit(0)")
+  run = subprocess.run([sys.executable, LOCAL, "--processes", "2", "--", sys.executable, "-c", script],
+                       capture_output=True, text=True, timeout=60)
+  assert run.returncode == 0, run.stderr
+  assert sorted(run.stdout.splitlines(keepends=True)) == [
+      f"[{i}] {line}\n" for i in (0, 1) for line in (f"out {i} begins and ends", f"tail {i} without newline")]
+  assert sorted(run.stderr.splitlines(keepends=True)) == ["[0] err 0\n", "[1] err 1\n"]
+
+
+def test_the_launcher_loses_no_output_when_its_reader_is_slow(tmp_path):
+  """Processes that exit at once after writing more than the launcher's output pipe holds, read
+  only seconds later: every line arrives (a launcher that stops waiting for its output dropped
+  what the pipe could not take)."""
+  lines = 1000  # 50 kB per process: fits its own pipe (64 KiB), so it exits at once
+  script = (f"import os, sys; i = os.environ['JAX_PROCESS_ID'];"
+            f" os.write(1, b''.join(b'%s line %05d ....................................\\n' % (i.encode(), n)"
+            f" for n in range({lines}))); open(sys.argv[1] + i, 'w').close(); os._exit(0)")
+  done = str(tmp_path / "done")
+  launcher = subprocess.Popen([sys.executable, LOCAL, "--processes", "2", "--", sys.executable,
+                               "-c", script, done], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+  deadline = time.monotonic() + 60
+  while not all(os.path.exists(done + i) for i in "01"):
+    assert time.monotonic() < deadline, "the processes did not get to the end of their output"
+    time.sleep(0.05)
+  time.sleep(3)  # nobody reads the launcher's output meanwhile
+  out, err = launcher.communicate(timeout=60)
+  assert launcher.returncode == 0, err
+  for i in (0, 1):
+    mine = [line for line in out.splitlines() if line.startswith(f"[{i}] ".encode())]
+    assert mine == [b"[%d] %d line %05d ...................................." % (i, i, n)
+                    for n in range(lines)]
 
 
 # ----- GRPO on several processes -----------------------------------------------------------------
@@ -243,15 +284,17 @@ def kill_one_process_after_a_checkpoint(train, workdir, checkpoints, *overrides)
   print(f"killed with checkpoints {saved} written")
 
 
-# The same with `train.checkpoint_dir=gs://…` on the loopback GCS emulator is not here yet: with the
-# emulator served from the pytest process, a 2-process run's saves lagged past the 300 s wait even on
-# an idle machine (single-process gs:// save/resume is tested in tests/test_checkpoint_train.py).
 @pytest.mark.slow
-def test_sigkill_of_one_process_then_resume_ends_equal(grpo, tmp_path):
+@pytest.mark.parametrize("where", ["local", "gcs"])
+def test_sigkill_of_one_process_then_resume_ends_equal(grpo, tmp_path, where, request):
+  """Checkpoints on local disk, or on gs:// (the GCS emulator, in its own process on loopback)."""
   train, straight = grpo
-  checkpoints = str(tmp_path / "checkpoints")
-  kill_one_process_after_a_checkpoint(train, tmp_path, checkpoints)
-  code, out = finish(train(tmp_path, 2))
+  checkpoints, overrides = str(tmp_path / "checkpoints"), []
+  if where == "gcs":
+    checkpoints = f"{request.getfixturevalue('gcs_emulator')}/{tmp_path.name}"
+    overrides = [f"train.checkpoint_dir={checkpoints}"]
+  kill_one_process_after_a_checkpoint(train, tmp_path, checkpoints, *overrides)
+  code, out = finish(train(tmp_path, 2, *overrides))
   assert code == 0, out
   assert STEPS in saved_steps(checkpoints), out[-20000:]
   expected = final_params(str(straight / "checkpoints"), STEPS)

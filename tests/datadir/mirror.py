@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import http.server
 import io
 import json
 import threading
@@ -19,6 +18,7 @@ import zipfile
 from pathlib import Path
 from typing import Iterator
 
+from tests.http_loopback import QuietHandler, serve_http
 from toolorch_jax.datadir.manifest import DataFile, GitSource, PackageSource
 
 
@@ -75,12 +75,7 @@ def serve_mirror(files: list[DataFile], bundle: Path) -> Iterator[Mirror]:
   mirror = Mirror("", [])
   lock = threading.Lock()
 
-  class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-      pass
-
+  class Handler(QuietHandler):
     def do_GET(self):
       path = self.path.split("?")[0]
       with lock:
@@ -119,12 +114,5 @@ def serve_mirror(files: list[DataFile], bundle: Path) -> Iterator[Mirror]:
         return
       self.wfile.write(data[start:])
 
-  httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-  thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-  thread.start()
-  mirror.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-  try:
+  with serve_http(Handler) as mirror.url:
     yield mirror
-  finally:
-    httpd.shutdown()
-    httpd.server_close()

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import http.server
 import json
 import threading
 import time
 from typing import Any, Callable, Iterator
+
+from tests.http_loopback import QuietHandler, serve_http
 
 
 @dataclasses.dataclass
@@ -48,12 +49,7 @@ def serve(script: list[tuple | Callable[[Seen], tuple]]) -> Iterator[Server]:
   state = {"next": 0, "in_flight": 0}
   server_info = Server("", [])
 
-  class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):  # keep test output clean
-      pass
-
+  class Handler(QuietHandler):
     def do_POST(self):
       raw = self.rfile.read(int(self.headers.get("content-length", 0)))
       body = json.loads(raw) if raw else None
@@ -90,12 +86,5 @@ def serve(script: list[tuple | Callable[[Seen], tuple]]) -> Iterator[Server]:
       self.end_headers()
       self.wfile.write(data)
 
-  httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-  thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-  thread.start()
-  server_info.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-  try:
+  with serve_http(Handler) as server_info.url:
     yield server_info
-  finally:
-    httpd.shutdown()
-    httpd.server_close()
