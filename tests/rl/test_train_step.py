@@ -97,12 +97,14 @@ def test_without_old_log_probs_the_update_is_the_on_policy_one():
   assert_same_leaves(given, implied)
 
 
+def sft_steps(optimizer, seed):
+  """(params, optimizer state, TrainStep) of a fresh tiny model under the SFT objective."""
+  graphdef, params = nnx.split(create_model(CONFIG, seed=seed))
+  return params, optimizer.init(params), TrainStep(graphdef, optimizer, sft_objective)
+
+
 def test_sft_lowers_its_loss():
-  model = create_model(CONFIG, seed=2)
-  graphdef, params = nnx.split(model)
-  optimizer = optax.adam(1e-2)
-  opt_state = optimizer.init(params)
-  steps = TrainStep(graphdef, optimizer, sft_objective)
+  params, opt_state, steps = sft_steps(optax.adam(1e-2), seed=2)
   batch = pack(episodes(seed=3), seq_len=24, rows_multiple=2)
   mbs = batch.micro_batches(2)
   losses = []
@@ -144,11 +146,7 @@ def test_chunked_loss_on_a_mesh_matches_single_device():
 
 def test_a_new_micro_batch_count_compiles_nothing_new():
   # batches pack into varying row counts; only the micro-batch shape may decide what is compiled
-  model = create_model(CONFIG, seed=1)
-  graphdef, params = nnx.split(model)
-  optimizer = optax.sgd(1e-2)
-  opt_state = optimizer.init(params)
-  steps = TrainStep(graphdef, optimizer, sft_objective)
+  params, opt_state, steps = sft_steps(optax.sgd(1e-2), seed=1)
   counts = []
   for count in (4, 12):
     batch = pack(episodes(count), seq_len=24, rows_multiple=2)
