@@ -12,6 +12,7 @@ from toolorch_jax.rollout import EpisodeConfig, ScriptedPolicy, run_episode
 from toolorch_jax.config import ConfigError
 from toolorch_jax.datadir import data_path
 from toolorch_jax.envs import load_env
+from toolorch_jax.rl.trainer import decision_metrics
 from toolorch_jax.tokenizer import load_tokenizer
 
 GPT4, MIXTRAL = "gpt-4-1106-preview", "mistralai/Mixtral-8x7B-Instruct-v0.1"
@@ -190,6 +191,18 @@ def test_decisions_split_escalations_by_whether_the_answer_has_a_result_line(env
       "consult_first": 0.8, "answer-2 usable: consults": 3, "answer-2 usable: escalated": pytest.approx(1 / 3),
       "answer-2 unusable: consults": 1, "answer-2 unusable: escalated": 1.0}
   assert decisions["answer-1 usable: consults"] == decisions["answer-1 unusable: consults"] == 0
+  # the trainer logs them per step and profile as counts, which sum over a window of steps
+  metrics = decision_metrics(env, episodes)
+  sound_profile, unsound_profile = sound.preference.name, unsound.preference.name
+  totals = collections.Counter()
+  for key, value in metrics.items():
+    profile, decision = key.removeprefix("decisions/").split("/")
+    assert profile in (sound_profile, unsound_profile)
+    totals[decision] += value
+  assert totals["consult_first"] == 4
+  assert totals["answer-2 usable: consults"] == 3 and totals["answer-2 usable: escalations"] == 1
+  assert totals["answer-2 unusable: consults"] == 1 and totals["answer-2 unusable: escalations"] == 1
+  assert metrics[f"decisions/{unsound_profile}/answer-2 unusable: escalations"] == 1
 
 
 def test_demonstrations_consult_first_in_the_configured_share():

@@ -61,3 +61,16 @@ def test_advantages_have_zero_mean_and_unit_sample_std_before_clipping(n):
   rewards = rng.normal(size=n)
   adv, _ = group_advantages(rewards, [0] * n, clip=None, min_std=None, eps=0.0)
   assert abs(adv.mean()) < 1e-9 and abs(adv.std(ddof=1) - 1) < 1e-9
+
+
+def test_unscaled_advantages_keep_the_reward_gaps_of_each_group():
+  # Dr. GRPO (Liu et al., 2025): A = r - mean(r), so a group whose rewards differ only by a price
+  # of 0.2 pushes a fifth as hard as one whose answers differ in being right.
+  rewards = [0.8, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0]
+  adv, keep = group_advantages(rewards, [0, 0, 0, 0, 1, 1, 1, 1], clip=None, min_std=None,
+                               scale_by_std=False)
+  np.testing.assert_allclose(adv, [-0.15, 0.05, 0.05, 0.05, 0.5, -0.5, -0.5, 0.5])
+  assert keep.all()
+  scaled, _ = group_advantages(rewards, [0, 0, 0, 0, 1, 1, 1, 1], clip=None, min_std=None)
+  np.testing.assert_allclose(scaled[:4], np.array([-1.5, 0.5, 0.5, 0.5]), rtol=1e-5)
+  np.testing.assert_allclose(scaled[4:], np.array([0.5, -0.5, -0.5, 0.5]) / np.std([1, 0, 0, 1], ddof=1), rtol=1e-5)

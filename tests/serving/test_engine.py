@@ -1,6 +1,8 @@
 """The JetStream engine and driver against direct model calls."""
 
 import asyncio
+import queue
+import threading
 
 import jax
 import jax.numpy as jnp
@@ -223,3 +225,38 @@ def test_sharded_serving_mesh_and_resharded_update(tokenizer, tiny_config):
     assert result.policy_versions == [2]
   finally:
     driver.stop()
+
+
+class _SlotsFreedInTheGap(queue.Queue):
+  """The driver's free-slot queue, with JetStream's race forced: when the generate thread puts
+  back a slot it found no request for, it waits (up to 2 s) until the detokenize thread frees
+  one too, which is the interleaving that made JetStream's generate loop assert and die."""
+
+  freed = threading.Event()
+
+  def put(self, item, block=True, timeout=None):
+    super().put(item, block, timeout)
+    if threading.current_thread().name.startswith("generate"):
+      self.freed.wait(2.0)
+      self.freed.clear()
+    else:
+      self.freed.set()
+
+
+def test_the_generate_loop_survives_jetstreams_slot_race(tokenizer, tiny_config):
+  model = create_model(tiny_config, seed=0)
+  engine = Engine(model, tokenizer, EngineConfig(max_slots=2, max_prefill_length=64,
+                                                 max_cache_length=96, decode_steps=4))
+  driver = Driver(engine)
+  driver._generate_slots[0].__class__ = _SlotsFreedInTheGap  # pylint: disable=protected-access
+  failures = len(js.thread_failures)
+  client = EngineClient(driver)
+  prompt = prompts(3, tokenizer.vocab_size, tokenizer.stop_ids)[2]
+  try:
+    for _ in range(3):  # each request ends in one dispatch, while the generate thread waits
+      result = run(asyncio.wait_for(client.generate(prompt, 4, GREEDY), timeout=30))
+      assert result.token_ids == direct_greedy(model, prompt, 4, tokenizer.stop_ids)
+  finally:
+    driver.stop()
+  assert engine.stats.generate_restarts >= 1  # the race did happen, and the loop went on
+  assert len(js.thread_failures) == failures

@@ -1,7 +1,10 @@
 """GRPO: group-relative advantages and their filters (host side, numpy).
 
 Advantage = (r - group mean) / (sample std with n-1 + eps), clipped to [-clip, clip]; a group
-whose std is at most `min_std` teaches nothing and is dropped (as ToolOrchestra does).
+whose std is at most `min_std` teaches nothing and is dropped (as ToolOrchestra does). With
+`scale_by_std: false` the advantage is r - group mean, unscaled (Dr. GRPO; verl's
+`norm_adv_by_std_in_grpo: false`): dividing by the std weighs a group whose rewards differ a
+little (say, only by price) as much as one whose answers differ in being right.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from toolorch_jax.rollout.trajectory import EpisodeEnd, Trajectory
 @dataclasses.dataclass
 class GRPOConfig:
   std_ddof: int = 1
+  scale_by_std: bool = True  # False: advantages are r - group mean (Dr. GRPO)
   clip: float | None = 3.0  # None: no clipping
   min_std: float | None = 0.1  # None: keep every group
   eps: float = 1e-6
@@ -50,7 +54,8 @@ class GRPOConfig:
 
 
 def group_advantages(rewards, group_ids, std_ddof: int = 1, clip: float | None = 3.0,
-                     min_std: float | None = 0.1, eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
+                     min_std: float | None = 0.1, eps: float = 1e-6,
+                     scale_by_std: bool = True) -> tuple[np.ndarray, np.ndarray]:
   """(advantages [N], keep [N]); keep is False for every member of a dropped group."""
   rewards = np.asarray(rewards, np.float64)
   group_ids = np.asarray(group_ids)
@@ -64,7 +69,7 @@ def group_advantages(rewards, group_ids, std_ddof: int = 1, clip: float | None =
       advantages[members] = 0.0
     else:
       std = float(np.std(values, ddof=std_ddof))
-      advantages[members] = (values - values.mean()) / (std + eps)
+      advantages[members] = (values - values.mean()) / (std + eps if scale_by_std else 1.0)
     if min_std is not None and std <= min_std:
       keep[members] = False
   if clip is not None:
@@ -82,7 +87,7 @@ def weigh_and_filter(trajectories: Sequence[Trajectory], rewards: np.ndarray, co
   """(advantages, keep mask, filter counts) for a batch of groups: group advantages, then the
   filters (low-std groups, invalid episodes if asked, episodes staler than allowed)."""
   advantages, keep = group_advantages(rewards, [t.group_id for t in trajectories], config.std_ddof,
-                                      config.clip, config.min_std, config.eps)
+                                      config.clip, config.min_std, config.eps, config.scale_by_std)
   counts = {"filtered/low_std": float((~keep).sum())}
   if config.drop_invalid:
     valid = np.array([valid_episode(t) for t in trajectories])

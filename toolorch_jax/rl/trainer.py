@@ -37,7 +37,7 @@ import numpy as np
 from toolorch_jax.config import to_yaml
 from toolorch_jax.data.stream import TaskStream
 from toolorch_jax.distributed import allgather_lists
-from toolorch_jax.envs.base import Environment
+from toolorch_jax.envs.base import Ability, Environment
 from toolorch_jax.envs.registry import build_env
 from toolorch_jax.model import Qwen3
 from toolorch_jax.rewards import compute_rewards
@@ -74,6 +74,27 @@ def rollout_metrics(trajectories: list[Trajectory], rewards, components, elapsed
       "rollout/episodes": float(len(trajectories)), "rollout/seconds": elapsed,
       "rollout/tokens_per_s": generated / max(elapsed, 1e-9),
   }
+
+
+def decision_metrics(env: Environment, trajectories: list[Trajectory]) -> dict:
+  """A step's decisions per profile as counts (summed over a window of steps they give the
+  shares the report shows), for environments that break their decisions down."""
+  if Ability.DECISIONS not in env.abilities():
+    return {}
+  per_profile: dict[str, list] = collections.defaultdict(list)
+  for t in trajectories:
+    per_profile[(t.preference or {}).get("name") or "all"].append(t.calls)
+  metrics = {}
+  for name, episodes in sorted(per_profile.items()):
+    decisions = env.decisions(episodes)
+    for key, value in decisions.items():
+      if key.endswith(": escalated"):  # a share of the consults: as a count, it sums over steps
+        consults = decisions[key.removesuffix("escalated") + "consults"]
+        key, value = key.removesuffix("escalated") + "escalations", (value or 0.0) * consults
+      elif not key.endswith(": consults"):  # a share of the episodes
+        value *= len(episodes)
+      metrics[f"decisions/{name}/{key}"] = float(round(value, 6))
+  return metrics
 
 
 @dataclasses.dataclass
@@ -160,6 +181,7 @@ class Trainer:
     trajectories = allgather_lists(batch.episodes)
     metrics, rewards, components = self.train_on(trajectories)
     metrics.update(rollout_metrics(trajectories, rewards, components, batch.seconds))
+    metrics.update(decision_metrics(self.env, trajectories))
     versions = [min(t.policy_versions) for t in trajectories if t.policy_versions]
     metrics["rollout/staleness"] = float(step - 1 - min(versions)) if versions else 0.0
     return metrics

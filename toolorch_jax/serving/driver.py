@@ -5,11 +5,18 @@ tokens. The request type here carries `SamplingParams`, and the driver passes th
 with the prompt ids and the request's `max_tokens` (the engine pads to its own buckets, stops each
 sequence on the device, and Qwen3 has no BOS token to add). Its prefill thread takes every request
 waiting (up to the engine's `prefill_batch`) and prefills them in one `prefill_batch` call.
+
+JetStream's generate loop has a race of its own: after finding no request for a free slot it
+asserts that some slot is busy, but the detokenize thread may free the last busy one in between,
+and the thread dies (every later request then waits forever; it hung a 300-step RL run at step
+40). When the assertion fails every slot is free, so nothing is lost by starting the loop again
+on a fresh decode state, which is what the driver does.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import queue
 
 import numpy as np
@@ -17,6 +24,9 @@ import numpy as np
 from toolorch_jax.serving import jetstream_compat as js
 from toolorch_jax.serving.engine import LIVE_PARAMS, Engine, PrefillInput
 from toolorch_jax.serving.sampling import SamplingParams
+
+logger = logging.getLogger("toolorch_jax.serving")
+IDLE_RACE = "At this point we must have some requests inserted into the slots."
 
 
 @dataclasses.dataclass
@@ -56,6 +66,17 @@ class Driver(js.orchestrator.Driver):
         return requests, True
       requests.append(request)
     return requests, False
+
+  def _generate_thread(self, idx: int):
+    while True:
+      try:
+        return super()._generate_thread(idx)
+      except AssertionError as err:
+        if str(err) != IDLE_RACE or not self.live:
+          raise
+        logger.warning("generate loop %d lost JetStream's slot race with every slot free;"
+                       " starting it again", idx)
+        self.engine.stats.add(generate_restarts=1)
 
   def _prefill_thread(self, idx: int):
     tokenizer = self.engine.build_tokenizer(self.engine.get_tokenizer())

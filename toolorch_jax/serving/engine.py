@@ -85,6 +85,7 @@ class EngineStats:
   prefilled_tokens: int = 0  # prompt tokens run through the model by a prefill (padding excluded)
   reused_tokens: int = 0  # prompt tokens whose KV came from a previous sequence's row
   evicted_reuses: int = 0  # planned reuses whose row was overwritten first (full prefill instead)
+  generate_restarts: int = 0  # JetStream generate loops started again after its slot race
   decode_dispatches: int = 0
 
   def __post_init__(self):
@@ -514,7 +515,6 @@ class Engine(js.engine_api.Engine):
       logger.error("generate step failed: %s", err)
       for slot in range(self.config.max_slots):
         self._slot_errors[slot] = f"decode step failed: {err}"
-      self.ledger.forget()
       decode_state = self.init_decode_state()
       data = np.zeros((self.config.max_slots, steps, 6), np.int32)
       data[:, :, js.COL_STATUS] = js.STATUS_ERROR
@@ -522,6 +522,8 @@ class Engine(js.engine_api.Engine):
         data=data, tokens_idx=(0, 1), valid_idx=(1, 2), length_idx=(2, 3), samples_per_slot=1)
 
   def init_decode_state(self, *args, **kwargs) -> DecodeState:
+    """An empty cache: no row holds a sequence any more, so none may be reused."""
+    self.ledger.forget()
     slots, cfg = self.config.max_slots, self.model_config
 
     def build():
