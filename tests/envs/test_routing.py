@@ -12,6 +12,7 @@ from toolorch_jax.rollout import EpisodeConfig, ScriptedPolicy, run_episode
 from toolorch_jax.config import ConfigError
 from toolorch_jax.datadir import data_path
 from toolorch_jax.envs import load_env
+from toolorch_jax.envs.routing import has_usable_result
 from toolorch_jax.rl.trainer import decision_metrics
 from toolorch_jax.tokenizer import load_tokenizer
 
@@ -213,3 +214,20 @@ def test_demonstrations_consult_first_in_the_configured_share():
   assert 0.72 < consults / 2000 < 0.78
   with pytest.raises(ConfigError, match="settings.demo_consult_share must be in"):
     load_env("routing", overrides=["settings.demo_consult_share=1.5"])
+
+
+def test_cascade_demonstrations_consult_the_cheapest_expert_then_escalate_by_chance():
+  env = load_env("routing", overrides=["settings.demo_consult_share=1.0", "settings.demo_cascade=true"])
+  assert env.cheapest == "answer-2"  # Mixtral's list price is below GPT-4's
+  demos = env.demonstrations(env.tasks("train"), 1000, seed=0)
+  calls = [[m["tool_calls"][0] for m in d["messages"] if m["role"] == "assistant"] for d in demos]
+  assert all(c[0] == {"name": "consult", "arguments": {"model": "answer-2"}} for c in calls)
+  escalated = [c[1] == {"name": "answer", "arguments": {"model": "answer-1"}} for c in calls]
+  assert all(e or c[1]["name"] == "accept" for e, c in zip(escalated, calls))
+  assert 0.45 < sum(escalated) / 1000 < 0.55
+  # whether a demonstration escalates does not depend on what the consult showed
+  usable = [has_usable_result(next(m["content"] for m in d["messages"] if m["role"] == "tool"))
+            for d in demos]
+  for kind in (True, False):
+    picked = [e for e, u in zip(escalated, usable) if u == kind]
+    assert 0.38 < sum(picked) / len(picked) < 0.62

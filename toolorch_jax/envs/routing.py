@@ -36,6 +36,9 @@ class RoutingSettings:
       ProfileConfig("cost first", accuracy=1.0, cost=1.0)])
   max_answer_chars: int = 1200  # of a consulted answer shown to the policy: its end, the conclusion
   demo_consult_share: float = 0.5  # of warm-start demonstrations that consult before deciding
+  # demonstrations that consult ask the cheapest expert first (a cascade, as in FrugalGPT), then
+  # accept or escalate at random; false: the consulted expert is drawn at random too
+  demo_cascade: bool = False
 
 
 SYSTEM = "Route the math question to an expert model; do not solve it yourself.\n{prices}"
@@ -119,6 +122,8 @@ class RoutingEnvironment(Environment):
     self.expert = tools[s.expert_tool]
     self.models: list[str] = list(self.expert.settings.models)
     self.price_table = self.expert.models.price_table(self.models)
+    price = lambda m: self.expert.models.resolve(m).price
+    self.cheapest = min(self.models, key=lambda m: price(m).per_mtok_input + price(m).per_mtok_output)
     choice = {"type": "object", "properties": {"model": {"type": "string", "enum": self.models}},
               "required": ["model"], "additionalProperties": False}
     self.schemas = [
@@ -193,10 +198,13 @@ class RoutingEnvironment(Environment):
     """Warm-start conversations covering every decision (answer with an expert, or, in
     `demo_consult_share` of them, consult one and then accept or escalate), with the recorded
     answers as tool results. Every choice is random, never the best one (whether to escalate
-    depends on nothing but chance), so RL still has everything to learn. Each call opens
-    with a line naming the user's priority ("Priority: cost first."): the format puts the
-    preference right where the decision is made, which a small policy links to its call far more
-    easily than the statement at the end of the user turn."""
+    depends on nothing but chance), so RL still has everything to learn. With `demo_cascade` a
+    consult asks the cheapest expert: which expert to consult first is then shown, not left to
+    RL, whose first steps would otherwise judge consulting by a post-consult choice that is still
+    random (and move to consulting the strong expert, whose answer needs no second opinion).
+    Each call opens with a line naming the user's priority ("Priority: cost first."): the format
+    puts the preference right where the decision is made, which a small policy links to its call
+    far more easily than the statement at the end of the user turn."""
     rng = random.Random(seed)
     demos = []
     for _ in range(count):
@@ -206,6 +214,8 @@ class RoutingEnvironment(Environment):
       if rng.random() < 1 - self.settings.demo_consult_share:  # draws as before the setting existed
         turns = [("answer", first)]
       else:
+        if self.settings.demo_cascade:
+          first = self.cheapest
         others = [("answer", m) for m in self.models if m != first]
         turns = [("consult", first), rng.choice([("accept", None)] + others)]
       messages = episode.messages()
