@@ -185,12 +185,14 @@ def test_decisions_split_escalations_by_whether_the_answer_has_a_result_line(env
   episodes = [play(env, sound, qwen, [consult, {"name": "accept", "arguments": {}}]),
               play(env, sound, qwen, [consult, {"name": "accept", "arguments": {}}]),
               play(env, sound, qwen, [consult, {"name": "answer", "arguments": {"model": "answer-1"}}]),
+              play(env, sound, qwen, [consult, {"name": "answer", "arguments": {"model": "answer-2"}}]),
               play(env, unsound, qwen, [consult, {"name": "answer", "arguments": {"model": "answer-1"}}]),
               play(env, unsound, qwen, [{"name": "answer", "arguments": {"model": "answer-2"}}])]
   decisions = env.decisions([e.calls for e in episodes])
   assert {k: v for k, v in decisions.items() if "answer-1" not in k} == {
-      "consult_first": 0.8, "answer-2 usable: consults": 3, "answer-2 usable: escalated": pytest.approx(1 / 3),
-      "answer-2 unusable: consults": 1, "answer-2 unusable: escalated": 1.0}
+      "consult_first": 5 / 6, "answer-2 usable: consults": 4, "answer-2 usable: escalated": 0.25,
+      "answer-2 usable: re-asked": 0.25,  # asking the consulted expert again is no escalation
+      "answer-2 unusable: consults": 1, "answer-2 unusable: escalated": 1.0, "answer-2 unusable: re-asked": 0.0}
   assert decisions["answer-1 usable: consults"] == decisions["answer-1 unusable: consults"] == 0
   # the trainer logs them per step and profile as counts, which sum over a window of steps
   metrics = decision_metrics(env, episodes)
@@ -200,8 +202,9 @@ def test_decisions_split_escalations_by_whether_the_answer_has_a_result_line(env
     profile, decision = key.removeprefix("decisions/").split("/")
     assert profile in (sound_profile, unsound_profile)
     totals[decision] += value
-  assert totals["consult_first"] == 4
-  assert totals["answer-2 usable: consults"] == 3 and totals["answer-2 usable: escalations"] == 1
+  assert totals["consult_first"] == 5
+  assert totals["answer-2 usable: consults"] == 4 and totals["answer-2 usable: escalations"] == 1
+  assert totals["answer-2 usable: re-asks"] == 1
   assert totals["answer-2 unusable: consults"] == 1 and totals["answer-2 unusable: escalations"] == 1
   assert metrics[f"decisions/{unsound_profile}/answer-2 unusable: escalations"] == 1
 

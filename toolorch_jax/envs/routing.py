@@ -263,10 +263,11 @@ class RoutingEnvironment(Environment):
 
   def decisions(self, episodes: Sequence[Sequence[Any]]) -> dict[str, float | int | None]:
     """How episodes open (the share of first calls that consult) and, per consulted expert, of
-    its answers with and without a usable `#### n` line, how many were followed by a decision and
-    the share of those escalated to another expert."""
+    its answers with and without a usable `#### n` line, how many were followed by a decision,
+    the share of those escalated to another expert, and the share re-asked of the same expert
+    (paid twice for the answer it gave: neither accepting nor escalating)."""
     first_consults = 0
-    escalated = {(m, usable): [] for m in self.models for usable in (True, False)}
+    followed = {(m, usable): [] for m in self.models for usable in (True, False)}
     for calls in episodes:
       calls = [c for c in calls if c.name in ("consult", "answer", "accept")]
       if calls and calls[0].name == "consult":
@@ -274,12 +275,15 @@ class RoutingEnvironment(Environment):
       for consult, after in zip(calls, calls[1:]):
         model = consult.arguments.get("model") if isinstance(consult.arguments, dict) else None
         if consult.name == "consult" and model in self.models and not consult.error:
-          escalated[model, has_usable_result(consult.result)].append(after.name == "answer")
+          answered = after.name == "answer" and isinstance(after.arguments, dict) and after.arguments.get("model")
+          followed[model, has_usable_result(consult.result)].append(answered)
     result = {"consult_first": first_consults / max(len(episodes), 1)}
-    for (model, usable), decided in escalated.items():
+    for (model, usable), answered in followed.items():
       kind = "usable" if usable else "unusable"
-      result[f"{model} {kind}: consults"] = len(decided)
-      result[f"{model} {kind}: escalated"] = sum(decided) / len(decided) if decided else None
+      result[f"{model} {kind}: consults"] = len(answered)
+      for decision, counts in (("escalated", lambda a: bool(a) and a != model),
+                               ("re-asked", lambda a: a == model)):
+        result[f"{model} {kind}: {decision}"] = sum(map(counts, answered)) / len(answered) if answered else None
     return result
 
   def _cost(self, task: Task, model: str) -> float:

@@ -76,6 +76,9 @@ def rollout_metrics(trajectories: list[Trajectory], rewards, components, elapsed
   }
 
 
+SHARES_OF_CONSULTS = {"escalated": "escalations", "re-asked": "re-asks"}  # their counts' names
+
+
 def decision_metrics(env: Environment, trajectories: list[Trajectory]) -> dict:
   """A step's decisions per profile as counts (summed over a window of steps they give the
   shares the report shows), for environments that break their decisions down."""
@@ -88,10 +91,10 @@ def decision_metrics(env: Environment, trajectories: list[Trajectory]) -> dict:
   for name, episodes in sorted(per_profile.items()):
     decisions = env.decisions(episodes)
     for key, value in decisions.items():
-      if key.endswith(": escalated"):  # a share of the consults: as a count, it sums over steps
-        consults = decisions[key.removesuffix("escalated") + "consults"]
-        key, value = key.removesuffix("escalated") + "escalations", (value or 0.0) * consults
-      elif not key.endswith(": consults"):  # a share of the episodes
+      group, _, decision = key.rpartition(": ")
+      if decision in SHARES_OF_CONSULTS:  # as a count, it sums over steps
+        key, value = f"{group}: {SHARES_OF_CONSULTS[decision]}", (value or 0.0) * decisions[f"{group}: consults"]
+      elif decision != "consults":  # a share of the episodes
         value *= len(episodes)
       metrics[f"decisions/{name}/{key}"] = float(round(value, 6))
   return metrics
