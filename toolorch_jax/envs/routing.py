@@ -275,15 +275,17 @@ class RoutingEnvironment(Environment):
       for consult, after in zip(calls, calls[1:]):
         model = consult.arguments.get("model") if isinstance(consult.arguments, dict) else None
         if consult.name == "consult" and model in self.models and not consult.error:
-          answered = after.name == "answer" and isinstance(after.arguments, dict) and after.arguments.get("model")
-          followed[model, has_usable_result(consult.result)].append(answered)
+          answered = (after.arguments.get("model")
+                      if after.name == "answer" and isinstance(after.arguments, dict) else None)
+          followed[model, has_usable_result(consult.result)].append(answered)  # None: accepted
     result = {"consult_first": first_consults / max(len(episodes), 1)}
     for (model, usable), answered in followed.items():
       kind = "usable" if usable else "unusable"
+      escalations = sum(a is not None and a != model for a in answered)
+      re_asks = sum(a == model for a in answered)
       result[f"{model} {kind}: consults"] = len(answered)
-      for decision, counts in (("escalated", lambda a: bool(a) and a != model),
-                               ("re-asked", lambda a: a == model)):
-        result[f"{model} {kind}: {decision}"] = sum(map(counts, answered)) / len(answered) if answered else None
+      result[f"{model} {kind}: escalated"] = escalations / len(answered) if answered else None
+      result[f"{model} {kind}: re-asked"] = re_asks / len(answered) if answered else None
     return result
 
   def _cost(self, task: Task, model: str) -> float:

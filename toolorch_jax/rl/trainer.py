@@ -93,7 +93,8 @@ def decision_metrics(env: Environment, trajectories: list[Trajectory]) -> dict:
     for key, value in decisions.items():
       group, _, decision = key.rpartition(": ")
       if decision in SHARES_OF_CONSULTS:  # as a count, it sums over steps
-        key, value = f"{group}: {SHARES_OF_CONSULTS[decision]}", (value or 0.0) * decisions[f"{group}: consults"]
+        consults = decisions[f"{group}: consults"]
+        key, value = f"{group}: {SHARES_OF_CONSULTS[decision]}", (value or 0.0) * consults
       elif decision != "consults":  # a share of the episodes
         value *= len(episodes)
       metrics[f"decisions/{name}/{key}"] = float(round(value, 6))
