@@ -81,6 +81,20 @@ class NoStopTokenizer(SentencePieceTokenizer):
     return ()
 
 
+class ModelVocabTokenizer(NoStopTokenizer):
+  """`NoStopTokenizer` claiming the model's whole vocabulary: the engine never samples an id past
+  its tokenizer's, where Tunix and transformers choose among all the model's ids; without this,
+  ours took the argmax over the first 2,048 ids only and greedy outputs could not be compared."""
+
+  def __init__(self, model_file: str | Path, vocab_size: int):
+    super().__init__(model_file)
+    self._model_vocab = vocab_size
+
+  @property
+  def vocab_size(self) -> int:
+    return self._model_vocab
+
+
 class IdTokenizer:
   """Tunix's sampler takes text: a prompt is its ids written out; no id is pad, BOS or EOS."""
 
@@ -149,7 +163,8 @@ def engine_config(slots: int, prompt_len: int, new_tokens: int, one_by_one: bool
 def run_ours(model, tokenizer, prompts: np.ndarray, new_tokens: int, repeats: int,
              one_by_one: bool = False) -> dict:
   config = engine_config(len(prompts), prompts.shape[1], new_tokens, one_by_one)
-  driver = Driver(Engine(model, tokenizer, config))
+  engine_tokenizer = ModelVocabTokenizer(tokenizer.source, model.config.vocab_size)
+  driver = Driver(Engine(model, engine_tokenizer, config))
   client = EngineClient(driver)
   greedy = SamplingParams(temperature=0.0)
 

@@ -13,6 +13,7 @@ from toolorch_jax.config import ConfigError
 from toolorch_jax.datadir import data_path
 from toolorch_jax.envs import load_env
 from toolorch_jax.envs.routing import has_usable_result
+from toolorch_jax.rl.report import decision_shares
 from toolorch_jax.rl.trainer import decision_metrics
 from toolorch_jax.tokenizer import load_tokenizer
 
@@ -188,13 +189,20 @@ def test_decisions_split_escalations_by_whether_the_answer_has_a_result_line(env
               play(env, sound, qwen, [consult, {"name": "answer", "arguments": {"model": "answer-2"}}]),
               play(env, unsound, qwen, [consult, {"name": "answer", "arguments": {"model": "answer-1"}}]),
               play(env, unsound, qwen, [{"name": "answer", "arguments": {"model": "answer-2"}}])]
-  decisions = env.decisions([e.calls for e in episodes])
-  assert {k: v for k, v in decisions.items() if "answer-1" not in k} == {
+  counts = env.decisions([e.calls for e in episodes])
+  assert {k: v for k, v in counts.items() if "answer-1" not in k} == {
+      "episodes": 6, "consult_first": 5, "answer-2 usable: consults": 4,
+      "answer-2 usable: escalated": 1, "answer-2 usable: re-asked": 1,  # the same expert again: no escalation
+      "answer-2 unusable: consults": 1, "answer-2 unusable: escalated": 1, "answer-2 unusable: re-asked": 0}
+  assert counts["answer-1 usable: consults"] == counts["answer-1 unusable: consults"] == 0
+  # the report shows them as shares: of the episodes, or of the group's consults
+  shares = decision_shares(counts)
+  assert {k: v for k, v in shares.items() if "answer-1" not in k} == {
       "consult_first": 5 / 6, "answer-2 usable: consults": 4, "answer-2 usable: escalated": 0.25,
-      "answer-2 usable: re-asked": 0.25,  # asking the consulted expert again is no escalation
-      "answer-2 unusable: consults": 1, "answer-2 unusable: escalated": 1.0, "answer-2 unusable: re-asked": 0.0}
-  assert decisions["answer-1 usable: consults"] == decisions["answer-1 unusable: consults"] == 0
-  # the trainer logs them per step and profile as counts, which sum over a window of steps
+      "answer-2 usable: re-asked": 0.25, "answer-2 unusable: consults": 1,
+      "answer-2 unusable: escalated": 1.0, "answer-2 unusable: re-asked": 0.0}
+  assert shares["answer-1 usable: escalated"] is None  # never consulted
+  # the trainer logs the counts per step and profile; they sum over a window of steps
   metrics = decision_metrics(env, episodes)
   sound_profile, unsound_profile = sound.preference.name, unsound.preference.name
   totals = collections.Counter()
@@ -202,11 +210,8 @@ def test_decisions_split_escalations_by_whether_the_answer_has_a_result_line(env
     profile, decision = key.removeprefix("decisions/").split("/")
     assert profile in (sound_profile, unsound_profile)
     totals[decision] += value
-  assert totals["consult_first"] == 5
-  assert totals["answer-2 usable: consults"] == 4 and totals["answer-2 usable: escalations"] == 1
-  assert totals["answer-2 usable: re-asks"] == 1
-  assert totals["answer-2 unusable: consults"] == 1 and totals["answer-2 unusable: escalations"] == 1
-  assert metrics[f"decisions/{unsound_profile}/answer-2 unusable: escalations"] == 1
+  assert decision_shares(totals) == shares
+  assert metrics[f"decisions/{unsound_profile}/answer-2 unusable: escalated"] == 1
 
 
 def test_demonstrations_consult_first_in_the_configured_share():

@@ -59,3 +59,20 @@ def test_bfloat16_params_and_compute_stay_close_to_float32():
     assert logits.dtype == jnp.float32  # logits are always float32
     error = np.abs(np.asarray(logits) - np.asarray(f32)).max()
     assert 0 < error < 0.03, (dtypes, error)  # bf16 rounding, nothing more
+
+
+def test_bfloat16_cached_decode_stays_close_to_its_full_forward():
+  """A decode step attends by its own path (one query per row); in bfloat16 it must round no
+  worse than the full forward does."""
+  config = load_model_config("tiny").replace(param_dtype="bfloat16", dtype="bfloat16")
+  model = create_model(config, seed=0)
+  tokens = jnp.asarray(np.random.default_rng(5).integers(0, 512, (2, 12)), jnp.int32)
+  full, _ = model(tokens, positions_for(tokens))
+  cache = model.init_cache(batch_size=2, max_length=16)
+  logits, cache = model(tokens[:, :8], positions_for(tokens)[:, :8], cache)
+  steps = [logits]
+  for t in range(8, 12):
+    logits, cache = model(tokens[:, t:t + 1], positions_for(tokens)[:, t:t + 1], cache)
+    steps.append(logits)
+  error = np.abs(np.asarray(jnp.concatenate(steps, axis=1)) - np.asarray(full)).max()
+  assert error < 0.03, error

@@ -129,9 +129,12 @@ class Environment(abc.ABC):
     hold one such point per profile (a baseline at each profile's cost, `policy_costs`)."""
     raise self._lacks(Ability.BASELINES)
 
-  def decisions(self, episodes: Sequence[Sequence[Any]]) -> dict[str, float | int | None]:
-    """Shares of the policy's decisions over `episodes`, each one's call records in order (with
-    `name`, `arguments`, `result`), e.g. how often a consulted answer was escalated."""
+  def decisions(self, episodes: Sequence[Sequence[Any]]) -> dict[str, int]:
+    """Counts of the policy's decisions over `episodes`, each one's call records in order (with
+    `name`, `arguments`, `result`), e.g. how often a consulted answer was escalated. Counts, so
+    that they add up over steps and processes: `"episodes"` is their number, a key
+    `"<group>: <decision>"` counts out of its group's first key (say `"... usable: consults"`),
+    any other key out of the episodes; the report divides (`rl.report.decision_shares`)."""
     raise self._lacks(Ability.DECISIONS)
 
   def gold_script(self, task: Task) -> Script:

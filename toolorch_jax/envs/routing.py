@@ -261,11 +261,11 @@ class RoutingEnvironment(Environment):
           "strong_share": share}
     return result
 
-  def decisions(self, episodes: Sequence[Sequence[Any]]) -> dict[str, float | int | None]:
-    """How episodes open (the share of first calls that consult) and, per consulted expert, of
-    its answers with and without a usable `#### n` line, how many were followed by a decision,
-    the share of those escalated to another expert, and the share re-asked of the same expert
-    (paid twice for the answer it gave: neither accepting nor escalating)."""
+  def decisions(self, episodes: Sequence[Sequence[Any]]) -> dict[str, int]:
+    """How many episodes open with a consult and, per consulted expert, of its answers with and
+    without a usable `#### n` line, how many were followed by a decision, how many of those were
+    escalated to another expert, and how many re-asked of the same expert (paid twice for the
+    answer it gave: neither accepting nor escalating)."""
     first_consults = 0
     followed = {(m, usable): [] for m in self.models for usable in (True, False)}
     for calls in episodes:
@@ -278,14 +278,12 @@ class RoutingEnvironment(Environment):
           answered = (after.arguments.get("model")
                       if after.name == "answer" and isinstance(after.arguments, dict) else None)
           followed[model, has_usable_result(consult.result)].append(answered)  # None: accepted
-    result = {"consult_first": first_consults / max(len(episodes), 1)}
+    result = {"episodes": len(episodes), "consult_first": first_consults}
     for (model, usable), answered in followed.items():
       kind = "usable" if usable else "unusable"
-      escalations = sum(a is not None and a != model for a in answered)
-      re_asks = sum(a == model for a in answered)
       result[f"{model} {kind}: consults"] = len(answered)
-      result[f"{model} {kind}: escalated"] = escalations / len(answered) if answered else None
-      result[f"{model} {kind}: re-asked"] = re_asks / len(answered) if answered else None
+      result[f"{model} {kind}: escalated"] = sum(a is not None and a != model for a in answered)
+      result[f"{model} {kind}: re-asked"] = sum(a == model for a in answered)
     return result
 
   def _cost(self, task: Task, model: str) -> float:

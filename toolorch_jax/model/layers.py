@@ -78,17 +78,35 @@ class Attention(nnx.Module):
     if kv is not None:
       kv = (write_layer(kv[0], k, slots), write_layer(kv[1], v, slots))
       k, v = kv[0].astype(dt), kv[1].astype(dt)
-    b, t, _, d = q.shape
-    groups = cfg.num_heads // cfg.num_kv_heads
-    q = q.reshape(b, t, cfg.num_kv_heads, groups, d)
-    scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
-    scores = scores * (d ** -0.5)
-    scores = jnp.where(mask[:, None, None], scores, jnp.finfo(jnp.float32).min)
-    probs = jax.nn.softmax(scores, axis=-1).astype(dt)
-    out = jnp.einsum("bkgts,bskd->btkgd", probs, v).reshape(b, t, cfg.num_heads, d)
-    out = constrain(out, ("batch", "seq", "act_heads", "head_dim"))
-    y = jnp.einsum("btnd,nde->bte", out, self.o_proj[...].astype(dt))
+    b, t, n, d = q.shape
+    q = q.reshape(b, t, cfg.num_kv_heads, n // cfg.num_kv_heads, d)
+    out = (_one_query_attention if t == 1 else _attention)(q, k, v, mask).astype(dt)
+    out = constrain(out.reshape(b, t, n, d), ("batch", "seq", "act_heads", "head_dim"))
+    # One [n * d, e] matrix, read in place: contracting (heads, head_dim) as two axes made XLA
+    # transpose and copy the whole weight on every call.
+    y = jnp.einsum("btf,fe->bte", out.reshape(b, t, n * d), self.o_proj[...].astype(dt).reshape(n * d, -1))
     return constrain(y, ("batch", "seq", "act_embed")), kv
+
+
+def _attention(q, k, v, mask):
+  """Grouped-query attention as two batched matmuls; q [B, T, K, G, D], k/v [B, S, K, D], mask
+  [B, T, S] -> [B, T, K, G, D] (float32 scores and softmax)."""
+  scores = jnp.einsum("btkgd,bskd->bkgts", q, k, preferred_element_type=jnp.float32)
+  scores = scores * (q.shape[-1] ** -0.5)
+  scores = jnp.where(mask[:, None, None], scores, jnp.finfo(jnp.float32).min)
+  probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+  return jnp.einsum("bkgts,bskd->btkgd", probs, v)
+
+
+def _one_query_attention(q, k, v, mask):
+  """`_attention` for one query per row (a decode step), as products summed in float32 over the
+  cache's own layout: the batched matmuls made XLA copy the whole cache into a transposed layout
+  per layer and step, where a decode step is already bound by reading it once."""
+  scores = jnp.sum(q[:, 0, None].astype(jnp.float32) * k[:, :, :, None, :].astype(jnp.float32), axis=-1)
+  scores = scores * (q.shape[-1] ** -0.5)  # [B, S, K, G]
+  scores = jnp.where(mask[:, 0, :, None, None], scores, jnp.finfo(jnp.float32).min)
+  probs = jax.nn.softmax(scores, axis=1).astype(v.dtype).astype(jnp.float32)  # as `_attention` rounds
+  return jnp.sum(probs[..., None] * v[:, :, :, None, :].astype(jnp.float32), axis=1)[:, None]
 
 
 class MLP(nnx.Module):

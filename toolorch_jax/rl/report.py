@@ -65,7 +65,26 @@ def _profile_summary(env: Environment, trajectories, rewards, preference: Prefer
   if preference is not None:
     result["utility"] = _utility(preference, result)
   if Ability.DECISIONS in env.abilities():
-    result["decisions"] = env.decisions([t.calls for t in trajectories])
+    result["decisions"] = decision_shares(env.decisions([t.calls for t in trajectories]))
+  return result
+
+
+def decision_shares(counts: dict[str, int]) -> dict[str, float | int | None]:
+  """The report's view of an environment's decision counts (`Environment.decisions`): a group's
+  first key stays a count, its other keys become shares of it, ungrouped keys shares of the
+  episodes (None where there was nothing to divide)."""
+  share = lambda count, total: count / total if total else None
+  result, totals = {}, {}
+  for key, count in counts.items():
+    group, grouped, _ = key.rpartition(": ")
+    if key == "episodes":
+      continue
+    if not grouped:
+      result[key] = share(count, counts["episodes"])
+    elif group in totals:
+      result[key] = share(count, totals[group])
+    else:
+      totals[group] = result[key] = count
   return result
 
 

@@ -76,29 +76,16 @@ def rollout_metrics(trajectories: list[Trajectory], rewards, components, elapsed
   }
 
 
-SHARES_OF_CONSULTS = {"escalated": "escalations", "re-asked": "re-asks"}  # their counts' names
-
-
 def decision_metrics(env: Environment, trajectories: list[Trajectory]) -> dict:
-  """A step's decisions per profile as counts (summed over a window of steps they give the
-  shares the report shows), for environments that break their decisions down."""
+  """A step's decision counts per profile (summed over a window of steps, the report's
+  `decision_shares` of them are its breakdown), for environments that break them down."""
   if Ability.DECISIONS not in env.abilities():
     return {}
   per_profile: dict[str, list] = collections.defaultdict(list)
   for t in trajectories:
     per_profile[(t.preference or {}).get("name") or "all"].append(t.calls)
-  metrics = {}
-  for name, episodes in sorted(per_profile.items()):
-    decisions = env.decisions(episodes)
-    for key, value in decisions.items():
-      group, _, decision = key.rpartition(": ")
-      if decision in SHARES_OF_CONSULTS:  # as a count, it sums over steps
-        consults = decisions[f"{group}: consults"]
-        key, value = f"{group}: {SHARES_OF_CONSULTS[decision]}", (value or 0.0) * consults
-      elif decision != "consults":  # a share of the episodes
-        value *= len(episodes)
-      metrics[f"decisions/{name}/{key}"] = float(round(value, 6))
-  return metrics
+  return {f"decisions/{name}/{key}": float(count) for name, episodes in sorted(per_profile.items())
+          for key, count in env.decisions(episodes).items()}
 
 
 @dataclasses.dataclass

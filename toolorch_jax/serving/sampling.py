@@ -54,7 +54,10 @@ def sample_tokens(logits: jax.Array, temperature: jax.Array, top_k: jax.Array, t
   scaled = jnp.where(greedy[:, None], logits, scaled)
   split = jax.vmap(lambda k: jax.random.split(jax.random.wrap_key_data(k)))(keys)
   next_keys = jax.vmap(jax.random.key_data)(split[:, 0])
-  sampled = jax.vmap(jax.random.categorical)(split[:, 1], scaled)
+  # A Gumbel draw per vocabulary entry and row is most of a small model's step: none when all
+  # rows are greedy (their keys still advance, so what follows samples the same).
+  sampled = jax.lax.cond(jnp.all(greedy), lambda: jnp.zeros(greedy.shape, jnp.int32),
+                         lambda: jax.vmap(jax.random.categorical)(split[:, 1], scaled).astype(jnp.int32))
   tokens = jnp.where(greedy, jnp.argmax(logits, axis=-1), sampled).astype(jnp.int32)
   logprobs = jnp.take_along_axis(jax.nn.log_softmax(scaled, axis=-1), tokens[:, None], axis=-1)[:, 0]
   return tokens, logprobs, next_keys
