@@ -66,10 +66,10 @@ def setup(config, tokens: np.ndarray, chunk: int, grpo: bool = False) -> dict:
 
   def hidden(p, mb):
     return nnx.merge(graphdef, p).hidden_states(mb["tokens"], mb["positions"],
-                                                segment_ids=mb["segments"])[0]
+                                                subtree_ends=mb["subtree_ends"])[0]
 
   def logits(p, mb):
-    return nnx.merge(graphdef, p)(mb["tokens"], mb["positions"], segment_ids=mb["segments"])[0]
+    return nnx.merge(graphdef, p)(mb["tokens"], mb["positions"], subtree_ends=mb["subtree_ends"])[0]
 
   def loss(p, mb):
     logp, _ = _forward_logp(graphdef, p, mb, chunk)

@@ -1,9 +1,14 @@
 """Train-step tokens/s on CPU: ours beside Tunix's Qwen3 and transformers' Qwen3 (not a test).
 
 Same random weights (saved with `save_hf`, loaded by all three), the same batch of random token
-ids (B sequences of T tokens), next-token cross-entropy on every token, one AdamW update per step
-(lr 1e-6, weight decay 0.01, global-norm clip 1.0). Ours is the project's jitted train step
-(`TrainStep` with the SFT objective, packed rows, one micro-batch); Tunix's model runs under
+ids (B sequences of T tokens), next-token cross-entropy, one AdamW update per step (lr 1e-6,
+weight decay 0.01, global-norm clip 1.0). `--workload sft` (the default) takes the loss on every
+token of unrelated sequences; `--workload grpo` is shaped like an RL batch: groups of
+`--group-size` sequences share their first `--prompt-len` tokens (a group's prompt) and the loss
+is on the rest only (the policy's tokens), which ours packs once per group
+(`train.share_prefixes`) and the others compute per sequence, as they do. Tokens/s counts B x T
+for every side. Ours is the project's jitted train step (`TrainStep` with the SFT objective,
+packed rows, one micro-batch); Tunix's model runs under
 `nnx.jit` with `nnx.Optimizer`; transformers runs eagerly in torch (2 threads). Each side gets
 warm-up steps (compilation excluded), then the best of `--repeats` timed runs of `--steps` steps.
 
@@ -51,13 +56,14 @@ def timed(step, steps: int, repeats: int) -> float:
   return best
 
 
-def ours(config, tokens, steps, repeats, loss_chunk_tokens=0):
+def ours(config, tokens, loss_from, steps, repeats, loss_chunk_tokens=0):
   model = create_model(config, seed=0)
   graphdef, params = nnx.split(model)
   optimizer = build_optimizer(OptimConfig())
   state = {"params": params, "opt": optimizer.init(params)}
   functions = TrainStep(graphdef, optimizer, sft_objective, loss_chunk_tokens=loss_chunk_tokens)
-  batch = pack([Sample(row, [1] * len(row)) for row in tokens], seq_len=tokens.shape[1] - 1)
+  batch = pack([Sample(row, [0] * loss_from + [1] * (len(row) - loss_from)) for row in tokens],
+               seq_len=tokens.shape[1] - 1)
   micro = batch.micro_batches(1)
 
   def step():
@@ -68,7 +74,7 @@ def ours(config, tokens, steps, repeats, loss_chunk_tokens=0):
   return timed(step, steps, repeats)
 
 
-def tunix(hf_dir, config, tokens, steps, repeats):
+def tunix(hf_dir, config, tokens, loss_from, steps, repeats):
   model = load_tunix(hf_dir, config)
   set_tunix_rope_theta(config.rope_theta)
   optimizer = nnx.Optimizer(model, optax.chain(optax.clip_by_global_norm(1.0),
@@ -77,12 +83,14 @@ def tunix(hf_dir, config, tokens, steps, repeats):
   length = inputs.shape[1]
   positions = jnp.broadcast_to(jnp.arange(length), inputs.shape)
   mask = jnp.broadcast_to(jnp.tril(jnp.ones((length, length), bool)), (inputs.shape[0], length, length))
+  weights = (jnp.arange(length) >= loss_from - 1).astype(jnp.float32)  # targets from loss_from on
 
   @nnx.jit
   def train_step(model, optimizer):
     def loss_fn(model):
       logits, _ = model(inputs, positions, None, mask)
-      return optax.softmax_cross_entropy_with_integer_labels(logits, targets).mean()
+      losses = optax.softmax_cross_entropy_with_integer_labels(logits, targets)
+      return jnp.sum(losses * weights) / (jnp.sum(weights) * inputs.shape[0])
     loss, grads = nnx.value_and_grad(loss_fn)(model)
     optimizer.update(model, grads)
     return loss
@@ -90,22 +98,38 @@ def tunix(hf_dir, config, tokens, steps, repeats):
   return timed(lambda: jax.block_until_ready(train_step(model, optimizer)), steps, repeats)
 
 
-def transformers_step(hf_dir, tokens, steps, repeats):
+def transformers_step(hf_dir, tokens, loss_from, steps, repeats):
   import torch
   import transformers
   torch.set_num_threads(2)
   model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=torch.float32).train()
   optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.01)
   ids = torch.tensor(tokens, dtype=torch.long)
+  labels = ids.clone()
+  labels[:, :loss_from] = -100  # transformers shifts the labels itself: targets from loss_from on
 
   def step():
     optimizer.zero_grad()
-    loss = model(input_ids=ids, labels=ids).loss
+    loss = model(input_ids=ids, labels=labels).loss
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
 
   return timed(step, steps, repeats)
+
+
+def batch_tokens(args, vocab_size: int) -> tuple[np.ndarray, int]:
+  """(token ids [B, T + 1], index of the first token the loss is on)."""
+  rng = np.random.default_rng(0)
+  tokens = rng.integers(0, vocab_size, (args.batch, args.seq_len + 1))
+  if args.workload == "sft":
+    return tokens, 0
+  if args.batch % args.group_size or not 0 < args.prompt_len < args.seq_len:
+    raise SystemExit("--workload grpo needs --batch a multiple of --group-size and"
+                     " 0 < --prompt-len < --seq-len")
+  prompts = rng.integers(0, vocab_size, (args.batch // args.group_size, args.prompt_len))
+  tokens[:, :args.prompt_len] = np.repeat(prompts, args.group_size, axis=0)
+  return tokens, args.prompt_len
 
 
 def main() -> None:
@@ -115,6 +139,9 @@ def main() -> None:
   parser.add_argument("--seq-len", type=int, default=256)
   parser.add_argument("--steps", type=int, default=3)
   parser.add_argument("--repeats", type=int, default=2)
+  parser.add_argument("--workload", choices=["sft", "grpo"], default="sft")
+  parser.add_argument("--group-size", type=int, default=8, help="grpo: sequences sharing a prompt")
+  parser.add_argument("--prompt-len", type=int, default=192, help="grpo: tokens of each prompt")
   parser.add_argument("--loss-chunk-tokens", type=int, default=0,
                       help="ours: train.loss_chunk_tokens (0: full logits)")
   parser.add_argument("--skip-tunix", action="store_true")
@@ -125,18 +152,20 @@ def main() -> None:
   rows = []
   for name in args.configs:
     config = load_model_config(name)
-    tokens = np.random.default_rng(0).integers(0, config.vocab_size, (args.batch, args.seq_len + 1))
-    per_step = {"ours": ours(config, tokens, args.steps, args.repeats, args.loss_chunk_tokens)}
+    tokens, loss_from = batch_tokens(args, config.vocab_size)
+    per_step = {"ours": ours(config, tokens, loss_from, args.steps, args.repeats,
+                             args.loss_chunk_tokens)}
     if not (args.skip_tunix and args.skip_transformers):
       with tempfile.TemporaryDirectory() as tmp:
         save_hf(create_model(config, seed=0), config, tmp)
         if not args.skip_tunix:
-          per_step["tunix"] = tunix(Path(tmp), config, tokens, args.steps, args.repeats)
+          per_step["tunix"] = tunix(Path(tmp), config, tokens, loss_from, args.steps, args.repeats)
         if not args.skip_transformers:
-          per_step["transformers"] = transformers_step(tmp, tokens, args.steps, args.repeats)
+          per_step["transformers"] = transformers_step(tmp, tokens, loss_from, args.steps,
+                                                       args.repeats)
     tokens_per_step = args.batch * args.seq_len
     row = {"config": name, "params": config.num_params, "dtype": config.dtype, "device": device.kind,
-           "loss_chunk_tokens": args.loss_chunk_tokens,
+           "workload": args.workload, "loss_chunk_tokens": args.loss_chunk_tokens,
            **{f"{k}_tok_s": tokens_per_step / v for k, v in per_step.items()}}
     row["ours_mfu"] = device.mfu(row["ours_tok_s"] * train_flops_per_token(config, args.seq_len))
     for other in ("tunix", "transformers"):
@@ -147,16 +176,20 @@ def main() -> None:
   out = Path(args.out)
   out.mkdir(parents=True, exist_ok=True)
   cell = lambda row, key, fmt: format(row[key], fmt) if key in row else "—"
-  lines = [f"Device: {device.kind} x {device.count} ({device.platform});"
-           f" ours with train.loss_chunk_tokens = {args.loss_chunk_tokens}.", "",
+  shape = (f"{args.batch} x {args.seq_len} tokens" if args.workload == "sft" else
+           f"{args.batch} x {args.seq_len} tokens in groups of {args.group_size} sharing"
+           f" {args.prompt_len}-token prompts, loss on the rest")
+  lines = [f"Device: {device.kind} x {device.count} ({device.platform}); workload {args.workload}"
+           f" ({shape}); ours with train.loss_chunk_tokens = {args.loss_chunk_tokens}.", "",
            "| config | params | dtype | ours tok/s | ours MFU | Tunix tok/s | transformers tok/s"
            " | ours/Tunix | ours/transformers |", "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
   lines += [f"| {r['config']} | {r['params'] / 1e6:.1f}M | {r['dtype']} | {r['ours_tok_s']:.0f}"
             f" | {percent(r['ours_mfu'])} | {cell(r, 'tunix_tok_s', '.0f')}"
             f" | {cell(r, 'transformers_tok_s', '.0f')} | {cell(r, 'ours_over_tunix', '.2f')}"
             f" | {cell(r, 'ours_over_transformers', '.2f')} |" for r in rows]
-  (out / "train_step.md").write_text("\n".join(lines) + "\n")
-  (out / "train_step.json").write_text(json.dumps(rows, indent=2) + "\n")
+  stem = "train_step" if args.workload == "sft" else f"train_step_{args.workload}"
+  (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
+  (out / f"{stem}.json").write_text(json.dumps(rows, indent=2) + "\n")
   print("\n".join(lines))
 
 

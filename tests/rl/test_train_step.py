@@ -1,9 +1,11 @@
-"""Packing and the jitted train step: micro-batching changes nothing, GRPO moves log-probs the
-way the advantage says, SFT lowers its loss."""
+"""Packing (every shared prefix once) and the jitted train step: sharing and micro-batching change
+nothing, GRPO moves log-probs the way the advantage says, SFT lowers its loss."""
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 from flax import nnx
 
 from toolorch_jax.model import MeshConfig, create_model, load_model_config, make_mesh
@@ -30,30 +32,105 @@ def test_pack_layout():
   eps = [Sample([5, 6, 7, 8], [0, 0, 1, 1], 1.5, [0, 0, -0.5, -0.25]), Sample([9, 10, 11], [0, 1, 1], -2.0)]
   batch = pack(eps, seq_len=8, rows_multiple=2)
   assert batch.tokens.shape == (2, 8) and batch.num_sequences == 2
-  row = batch.tokens[0].tolist()
-  assert row[:5] == [5, 6, 7, 9, 10]  # longest first, then the next that fits
-  assert batch.targets[0, :5].tolist() == [6, 7, 8, 10, 11]
+  assert batch.tokens[0, :5].tolist() == [5, 6, 7, 9, 10]  # sorted, both in the first row
   assert batch.positions[0, :5].tolist() == [0, 1, 2, 0, 1]
-  assert batch.segments[0, :6].tolist() == [1, 1, 1, 2, 2, 0]
-  assert batch.loss_mask[0, :5].tolist() == [0, 1, 1, 1, 1]
-  assert batch.advantages[0, :5].tolist() == [1.5, 1.5, 1.5, -2.0, -2.0]
-  assert batch.rollout_logp[0, :3].tolist() == [0, -0.5, -0.25]
-  assert batch.num_tokens == 4 and not batch.tokens[1].any()  # the second row is padding
+  assert batch.subtree_ends[0].tolist() == [2, 2, 2, 4, 4, -1, -1, -1]  # two trees, no sharing
+  # logits are read at the columns before each policy token: 7, 8 of the first, 10, 11 of the second
+  assert batch.loss_columns[0].tolist() == [1, 2, 3, 4] and batch.targets[0].tolist() == [7, 8, 10, 11]
+  assert batch.entry_index[0].tolist() == [0, 1, 2, 3]
+  assert batch.advantages[0].tolist() == [1.5, 1.5, -2.0, -2.0]
+  assert batch.rollout_logp[0].tolist() == [-0.5, -0.25, 0.0, 0.0]
+  assert batch.sequence_ids[0].tolist() == [1, 1, 2, 2]
+  assert batch.num_tokens == 4 and not batch.tokens[1].any() and not batch.loss_mask[1].any()
   long = pack([Sample(list(range(1, 30)), [1] * 29)], seq_len=8)
   assert long.truncated == 1 and long.tokens.shape == (1, 8)
 
 
-def run_update(objective, micro, mesh=None, lr=1e-2, old_logp=True, config=CONFIG, loss_chunk_tokens=0):
+def test_shared_prefixes_are_packed_once():
+  # a group: one prompt [1, 2, 3], two episodes that agree on their first policy tokens, one not
+  prompt = [1, 2, 3]
+  eps = [Sample(prompt + [7, 8, 9], [0, 0, 0, 1, 1, 1], 1.0),
+         Sample(prompt + [7, 8, 4, 5], [0, 0, 0, 1, 1, 1, 1], -1.0),
+         Sample(prompt + [6], [0, 0, 0, 1], 0.5)]
+  batch = pack(eps, seq_len=16)
+  # inputs (each sample but its last token), sorted: [1 2 3], [1 2 3 7 8], [1 2 3 7 8 4]: one path
+  assert batch.tokens[0, :7].tolist() == [1, 2, 3, 7, 8, 4, 0]
+  assert batch.positions[0, :6].tolist() == [0, 1, 2, 3, 4, 5]
+  assert batch.subtree_ends[0, :7].tolist() == [5, 5, 5, 5, 5, 5, -1]
+  assert (batch.sample_tokens, batch.packed_tokens) == (3 + 5 + 6, 6)
+  # column 2 (token 3) is read with two targets (6 and 7), column 4 with 9 and 4; each distinct
+  # (column, target) once, each episode's entries with its own advantage
+  targets = [(int(c), int(t)) for c, t in zip(batch.loss_columns[0], batch.targets[0])][:6]
+  assert sorted(targets) == [(2, 6), (2, 7), (3, 8), (4, 4), (4, 9), (5, 5)]
+  assert batch.loss_columns.shape[1] == 8 and batch.num_tokens == 1 + 3 + 4
+  read = [targets[i] for i in batch.entry_index[0][:8]]
+  assert read == [(2, 6), (2, 7), (3, 8), (4, 9), (2, 7), (3, 8), (4, 4), (5, 5)]
+  assert batch.advantages[0].tolist() == [0.5] + [1.0] * 3 + [-1.0] * 4
+  assert batch.sequence_ids[0].tolist() == [1, 2, 2, 2, 3, 3, 3, 3]
+  unshared = pack(eps, seq_len=16, share_prefixes=False)
+  assert unshared.packed_tokens == unshared.sample_tokens == 14 and unshared.num_tokens == 8
+  assert unshared.subtree_ends[0, :14].tolist() == [5] * 6 + [10] * 5 + [13] * 3  # longest first
+
+
+def test_prefix_trees_give_every_sample_its_own_logits():
+  model = create_model(CONFIG, seed=3)
+  rng = np.random.default_rng(4)
+  prompt = rng.integers(1, CONFIG.vocab_size, 9).tolist()
+  turn = rng.integers(1, CONFIG.vocab_size, 4).tolist()
+  eps = [Sample(prompt + turn + rng.integers(1, CONFIG.vocab_size, n).tolist(), [1] * (13 + n))
+         for n in (3, 5, 2)] + [Sample(prompt + rng.integers(1, CONFIG.vocab_size, 6).tolist(), [1] * 15)]
+  batch = pack(eps, seq_len=32)
+  assert batch.packed_tokens < batch.sample_tokens
+  logits, _ = model(jnp.asarray(batch.tokens), jnp.asarray(batch.positions),
+                    subtree_ends=jnp.asarray(batch.subtree_ends))
+  logp = jax.nn.log_softmax(logits, axis=-1)
+  read = np.asarray(logp[0, batch.loss_columns[0], batch.targets[0]])[batch.entry_index[0]]
+  entries = batch.loss_mask[0] > 0
+  # each sample alone (right-padded into one batch: causal attention never reads the padding)
+  ordered = sorted(eps, key=lambda s: list(s.ids[:-1]))  # the packer's order
+  width = max(len(s.ids) for s in ordered)
+  ids = np.zeros((len(ordered), width), np.int32)
+  for i, s in enumerate(ordered):
+    ids[i, :len(s.ids)] = s.ids
+  own, _ = model(jnp.asarray(ids[:, :-1]), jnp.broadcast_to(jnp.arange(width - 1), (len(ordered), width - 1)))
+  own = np.asarray(jax.nn.log_softmax(own, axis=-1))
+  alone = [own[i, t, ids[i, t + 1]] for i, s in enumerate(ordered) for t in range(len(s.ids) - 1)]
+  np.testing.assert_allclose(np.sort(read[entries]), np.sort(alone), rtol=1e-5, atol=1e-5)
+  # and entry by entry, in each sample's order
+  by_sequence = [read[entries][batch.sequence_ids[0][entries] == k] for k in range(1, 5)]
+  np.testing.assert_allclose(np.concatenate(by_sequence), alone, rtol=1e-5, atol=1e-5)
+
+
+def grouped_episodes(groups=3, size=4, seed=5):
+  """Groups of episodes that share their prompt and some of their first policy tokens."""
+  rng = np.random.default_rng(seed)
+  result = []
+  for _ in range(groups):
+    prompt = rng.integers(1, CONFIG.vocab_size, int(rng.integers(4, 9))).tolist()
+    first = rng.integers(1, CONFIG.vocab_size, 3).tolist()
+    for _ in range(size):
+      rest = rng.integers(1, CONFIG.vocab_size, int(rng.integers(2, 6))).tolist()
+      ids = prompt + (first if rng.random() < 0.7 else []) + rest
+      mask = [0] * len(prompt) + [1] * (len(ids) - len(prompt))
+      result.append(Sample(ids, mask, advantage=float(rng.normal()), logprobs=-rng.random(len(ids))))
+  return result
+
+
+def run_update(objective, micro, mesh=None, lr=1e-2, old_logp=True, config=CONFIG, loss_chunk_tokens=0,
+               samples=None, share_prefixes=True, aggregation="token_mean", ref=False):
   model = create_model(config, seed=1, mesh=mesh)
   graphdef, params = nnx.split(model)
   optimizer = optax.sgd(lr)
   opt_state = optimizer.init(params)
-  steps = TrainStep(graphdef, optimizer, objective, "token_mean", mesh, loss_chunk_tokens)
-  batch = pack(episodes(), seq_len=24, rows_multiple=4)
+  steps = TrainStep(graphdef, optimizer, objective, aggregation, mesh, loss_chunk_tokens)
+  batch = pack(episodes() if samples is None else samples, seq_len=24, rows_multiple=4,
+               share_prefixes=share_prefixes)
   mbs = batch.micro_batches(micro)
   before = steps.log_probs(params, mbs)
   if old_logp:
     mbs["old_logp"] = before
+  if ref:  # another model as the reference, so the KL term has a gradient
+    mbs["ref_logp"] = steps.log_probs(nnx.split(create_model(config, seed=2, mesh=mesh))[1], mbs)
   params, _, metrics = steps.update(params, opt_state, mbs, batch.num_tokens, batch.num_sequences)
   return params, metrics, steps, mbs, before, batch
 
@@ -68,6 +145,20 @@ def test_micro_batching_gives_the_full_batch_update():
   four, m4, *_ = run_update(grpo_objective(GRPOConfig()), micro=4)
   np.testing.assert_allclose(float(m1["loss"]), float(m4["loss"]), rtol=1e-5)
   assert_same_leaves(one, four)
+
+
+@pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean"])
+def test_shared_prefixes_give_the_unshared_update(aggregation):
+  # old log-probs given (the clipped ratio), KL to a reference and TIS: each entry keeps its own
+  objective = grpo_objective(GRPOConfig(kl_coef=0.1, tis_cap=2.0, aggregation=aggregation))
+  samples = grouped_episodes()
+  shared, m_shared, *_, batch = run_update(objective, micro=2, samples=samples, lr=0.5,
+                                           aggregation=aggregation, ref=True)
+  assert batch.packed_tokens < 0.8 * batch.sample_tokens
+  alone, m_alone, *_ = run_update(objective, micro=2, samples=samples, lr=0.5,
+                                  share_prefixes=False, aggregation=aggregation, ref=True)
+  np.testing.assert_allclose(float(m_shared["loss"]), float(m_alone["loss"]), rtol=1e-5)
+  assert_same_leaves(shared, alone)
 
 
 def test_sharded_update_matches_single_device():

@@ -64,6 +64,7 @@ class Qwen3(nnx.Module):
       attention_mask: jax.Array | None = None,
       segment_ids: jax.Array | None = None,
       logits_at: jax.Array | None = None,
+      subtree_ends: jax.Array | None = None,
   ) -> tuple[jax.Array, KVCache | None]:
     """Logits [B, T, V] in float32 and the updated cache.
 
@@ -72,18 +73,22 @@ class Qwen3(nnx.Module):
     training only, not combined with a cache. Positions are given explicitly so left padding and
     packing need no special cases. logits_at [B]: only the logits at that position of each row
     ([B, 1, V]): a prefill needs one position's, never [B, T, V] for a long prompt and vocabulary.
+    subtree_ends [B, T]: sequences packed as prefix trees (`rl.batch`), in place of segment_ids.
     """
-    x, cache = self.hidden_states(tokens, positions, cache, attention_mask, segment_ids)
+    x, cache = self.hidden_states(tokens, positions, cache, attention_mask, segment_ids,
+                                  subtree_ends)
     if logits_at is not None:
       x = jnp.take_along_axis(x, logits_at[:, None, None], axis=1)
     return self.unembed(x), cache
 
   def hidden_states(self, tokens: jax.Array, positions: jax.Array, cache: KVCache | None = None,
                     attention_mask: jax.Array | None = None,
-                    segment_ids: jax.Array | None = None) -> tuple[jax.Array, KVCache | None]:
+                    segment_ids: jax.Array | None = None,
+                    subtree_ends: jax.Array | None = None) -> tuple[jax.Array, KVCache | None]:
     """The last decoder layer's output [B, T, E] (before the final norm) and the updated cache:
     `unembed` of it gives the logits, so a loss can take them a few positions at a time."""
-    mask, slots, cache = attention_mask_for(tokens.shape, cache, attention_mask, segment_ids)
+    mask, slots, cache = attention_mask_for(tokens.shape, cache, attention_mask, segment_ids,
+                                            subtree_ends)
     x = self.embed(tokens)
     step = self.layer_step
     new_keys, new_values = [], []
@@ -122,8 +127,20 @@ class Qwen3(nnx.Module):
     return constrain(logits, ("batch", "seq", "act_vocab"))
 
 
-def attention_mask_for(shape: tuple[int, int], cache: KVCache | None, attention_mask, segment_ids):
-  """Which keys each query may see [B, T, S], the cache slots written, and the advanced cache."""
+def attention_mask_for(shape: tuple[int, int], cache: KVCache | None, attention_mask, segment_ids,
+                       subtree_ends=None):
+  """Which keys each query may see [B, T, S], the cache slots written, and the advanced cache.
+
+  With `subtree_ends` a row holds prefix trees laid out depth first: every token is followed by
+  its subtree, which ends at column subtree_ends[k] (-1: padding), so a query q sees exactly its
+  ancestors and itself, the keys k <= q whose subtree reaches q: each sequence through the tree
+  sees what it would see alone."""
+  if subtree_ends is not None:
+    if cache is not None or segment_ids is not None:
+      raise ValueError("subtree_ends (packed prefix trees) replaces segment_ids and takes no cache")
+    idx = jnp.arange(shape[1])
+    mask = (idx[None, None, :] <= idx[None, :, None]) & (idx[None, :, None] <= subtree_ends[:, None, :])
+    return mask, None, None
   if attention_mask is None:
     attention_mask = jnp.ones(shape, jnp.int32)
   if cache is None:

@@ -42,6 +42,9 @@ class TrainSection:
   # > 0: the loss takes logits for at most this many tokens of a micro-batch at a time (chunks of
   # positions, each recomputed in the backward pass), never [rows x seq_len x vocab] at once; 0: all
   loss_chunk_tokens: int = 0
+  # pack the samples' shared prefixes (a group's prompt, its identical first turns) once per row,
+  # as prefix trees the attention mask keeps apart (rl.batch); false: every sample on its own
+  share_prefixes: bool = True
   checkpoint_every: int = 1
   keep_checkpoints: int = 3
   checkpoint_dir: str = ""  # local or gs:// (default: WORKDIR/checkpoints)

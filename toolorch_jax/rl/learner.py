@@ -84,7 +84,8 @@ class Learner:
     """Packs `samples` and applies one optimizer update (log-probs under `ref_params` for the KL
     term when given); returns the step's training figures."""
     rows = self.train.micro_batch_rows
-    batch = pack(samples, self.train.seq_len, rows_multiple=rows, pad_id=self.tokenizer.pad_id)
+    batch = pack(samples, self.train.seq_len, rows_multiple=rows, pad_id=self.tokenizer.pad_id,
+                 share_prefixes=self.train.share_prefixes)
     micro = batch.micro_batches(batch.tokens.shape[0] // rows)
     start = time.perf_counter()
     if ref_params is not None:
@@ -94,7 +95,8 @@ class Learner:
     figures = {k: float(v) for k, v in jax.device_get(figures).items()}
     elapsed = time.perf_counter() - start
     figures.update({"tokens": float(batch.num_tokens), "truncated": float(batch.truncated),
-                    "tokens_per_s": float(batch.tokens.size) / max(elapsed, 1e-9),
+                    "tokens_per_s": batch.sample_tokens / max(elapsed, 1e-9),
+                    "shared_prefix": 1.0 - batch.packed_tokens / max(batch.sample_tokens, 1),
                     "seconds": elapsed})
     return figures
 

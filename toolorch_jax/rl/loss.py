@@ -84,7 +84,7 @@ def policy_loss_terms(logp, old_logp, advantages, clip_low=0.2, clip_high=0.28, 
 def aggregate(per_token: jax.Array, mask: jax.Array, mode: str, segments: jax.Array | None = None,
               num_sequences: jax.Array | None = None, num_tokens: jax.Array | None = None) -> jax.Array:
   """token_mean: sum over all loss tokens / their count; sequence_mean: mean over sequences of
-  each sequence's token mean (sequences identified by packed `segments`). Normalisers may be given
+  each sequence's token mean (sequences identified per row by `segments` ids, 0 = none). Normalisers may be given
   for the whole batch so that micro-batches add up to the full-batch value."""
   mask = mask.astype(jnp.float32)
   if mode == "token_mean":

@@ -41,15 +41,19 @@ def build_optimizer(config: OptimConfig) -> optax.GradientTransformation:
 
 
 def _forward_logp(graphdef, params, mb, loss_chunk_tokens: int = 0):
-  """(log-prob, entropy) of each target; with `loss_chunk_tokens`, from logits of at most that
-  many tokens at a time (positions of every row of the micro-batch), never [rows, T, V] at once."""
+  """(log-prob, entropy) of each loss entry's target [rows, E]: the trunk runs over the packed
+  prefix trees, logits are taken only at the columns a target is read from (`rl.batch`), and with
+  `loss_chunk_tokens` at most that many of those at a time, never [rows, P, V] at once."""
   model = nnx.merge(graphdef, params)
-  if not loss_chunk_tokens:
-    logits, _ = model(mb["tokens"], mb["positions"], segment_ids=mb["segments"])
-    return token_log_probs(logits, mb["targets"])
-  hidden, _ = model.hidden_states(mb["tokens"], mb["positions"], segment_ids=mb["segments"])
-  chunk_len = max(1, loss_chunk_tokens // mb["tokens"].shape[0])
-  return chunked_token_log_probs(model.unembed, hidden, mb["targets"], chunk_len)
+  hidden, _ = model.hidden_states(mb["tokens"], mb["positions"], subtree_ends=mb["subtree_ends"])
+  hidden = jnp.take_along_axis(hidden, mb["loss_columns"][..., None], axis=1)
+  if loss_chunk_tokens:
+    chunk_len = max(1, loss_chunk_tokens // mb["tokens"].shape[0])
+    logp, entropy = chunked_token_log_probs(model.unembed, hidden, mb["targets"], chunk_len)
+  else:
+    logp, entropy = token_log_probs(model.unembed(hidden), mb["targets"])
+  entries = mb["entry_index"]
+  return jnp.take_along_axis(logp, entries, axis=1), jnp.take_along_axis(entropy, entries, axis=1)
 
 
 def grpo_objective(config: GRPOConfig):
@@ -87,7 +91,8 @@ class TrainStep:
     def loss_fn(params, mb, num_tokens, num_sequences):
       logp, entropy = forward(params, mb)
       per_token, diag = objective(logp, entropy, mb)
-      loss = aggregate(per_token, mb["loss_mask"], aggregation, mb["segments"], num_sequences, num_tokens)
+      loss = aggregate(per_token, mb["loss_mask"], aggregation, mb["sequence_ids"], num_sequences,
+                       num_tokens)
       mask = mb["loss_mask"]
       sums = {"entropy": jnp.sum(entropy * mask)}
       sums.update({k: jnp.sum(v * mask) for k, v in diag.items()})
@@ -129,7 +134,8 @@ class TrainStep:
           (None, "batch", "seq")[-v.ndim:], v.shape))) for k, v in batch.items()}
 
   def log_probs(self, params, batch: dict[str, Any]) -> jax.Array:
-    """[n_micro, rows, L] log-probs of the targets under `params` (old or reference policy)."""
+    """[n_micro, rows, E] log-probs of the loss entries' targets under `params` (old or
+    reference policy)."""
     placed = self._place(batch)
     with within(self.mesh):
       return jnp.stack([self._logp(params, self._micro(placed, i))
@@ -137,7 +143,7 @@ class TrainStep:
 
   def update(self, params, opt_state, batch: dict[str, Any], num_tokens: int, num_sequences: int):
     """One optimizer update from the gradients summed over the micro-batches of `batch`
-    ([n_micro, rows, L] arrays); (params, opt_state, metrics). Donates params and opt_state."""
+    (`PackedBatch.micro_batches`); (params, opt_state, metrics). Donates params and opt_state."""
     placed = self._place(batch)
     num_tokens, num_sequences = jnp.float32(num_tokens), jnp.float32(num_sequences)
     with within(self.mesh):

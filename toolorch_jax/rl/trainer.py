@@ -54,7 +54,7 @@ from toolorch_jax.rollout.trajectory import Trajectory
 from toolorch_jax.tokenizer import Tokenizer, load_tokenizer
 
 TRAINING_FIGURES = ("loss", "grad_norm", "entropy", "kl", "ratio", "tokens", "tokens_per_s",
-                    "seconds")
+                    "shared_prefix", "seconds")
 
 
 def rollout_metrics(trajectories: list[Trajectory], rewards, components, elapsed: float) -> dict:
