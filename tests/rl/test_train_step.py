@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 
 from toolorch_jax.model import MeshConfig, create_model, load_model_config, make_mesh
-from toolorch_jax.rl.batch import Sample, pack
+from toolorch_jax.rl.batch import Sample, micro_batch_rows, pack
 from toolorch_jax.rl.grpo import GRPOConfig
 from toolorch_jax.rl.train_step import TrainStep, grpo_objective, sft_objective
 
@@ -70,6 +70,18 @@ def test_shared_prefixes_are_packed_once():
   unshared = pack(eps, seq_len=16, share_prefixes=False)
   assert unshared.packed_tokens == unshared.sample_tokens == 14 and unshared.num_tokens == 8
   assert unshared.subtree_ends[0, :14].tolist() == [5] * 6 + [10] * 5 + [13] * 3  # longest first
+
+
+def test_micro_batches_take_the_size_that_pads_little():
+  assert [micro_batch_rows(r, 16) for r in (15, 16, 17, 24, 33, 64)] == [16, 16, 2, 8, 4, 16]
+  assert micro_batch_rows(5, 12) == 3  # 12, 6, 3: halvings of the configured size
+  assert micro_batch_rows(17, 16, least=4) == 4 and micro_batch_rows(3, 16, least=8) == 8
+  batch = pack(episodes(), seq_len=24)
+  padded = batch.padded(4)
+  assert padded.tokens.shape[0] % 4 == 0 and padded.tokens.shape[0] > batch.tokens.shape[0]
+  extra = slice(batch.tokens.shape[0], None)
+  assert (padded.subtree_ends[extra] == -1).all() and not padded.loss_mask[extra].any()
+  assert padded.num_tokens == batch.num_tokens == int(padded.loss_mask.sum())
 
 
 def test_prefix_trees_give_every_sample_its_own_logits():

@@ -48,6 +48,7 @@ class PackedBatch:
   truncated: int  # samples longer than a row, cut to fit
   sample_tokens: int  # input tokens of the samples, as if each were packed alone
   packed_tokens: int  # columns they take with their prefixes shared
+  pad_id: int = 0
 
   FIELDS = ("tokens", "positions", "subtree_ends", "loss_columns", "targets", "entry_index",
             "loss_mask", "advantages", "rollout_logp", "sequence_ids")
@@ -56,6 +57,26 @@ class PackedBatch:
     """Arrays reshaped to [count, R / count, ...] for the train step's micro-batches."""
     rows = self.tokens.shape[0]
     return {f: getattr(self, f).reshape(count, rows // count, -1) for f in self.FIELDS}
+
+  def padded(self, multiple: int) -> "PackedBatch":
+    """The batch with empty rows added up to a multiple of `multiple` rows (never attended to, no
+    loss entries)."""
+    extra = -self.tokens.shape[0] % multiple
+    fill = {"subtree_ends": -1, "tokens": self.pad_id, "targets": self.pad_id}
+    return dataclasses.replace(self, **{f: np.pad(getattr(self, f), ((0, extra), (0, 0)),
+                                                  constant_values=fill.get(f, 0))
+                                        for f in self.FIELDS})
+
+
+def micro_batch_rows(rows: int, most: int, least: int = 1) -> int:
+  """Rows per micro-batch for a batch of `rows`: the largest of `most` and its halvings (down to
+  `least`, the devices the rows are split over) that pads the batch by at most an eighth, else
+  the smallest. A step then never computes micro-batches of mostly empty rows, and a run
+  compiles only a few micro-batch shapes."""
+  sizes = [most]
+  while sizes[-1] % 2 == 0 and sizes[-1] // 2 >= least:
+    sizes.append(sizes[-1] // 2)
+  return next((size for size in sizes if -(-rows // size) * size * 8 <= rows * 9), sizes[-1])
 
 
 @dataclasses.dataclass
@@ -168,4 +189,4 @@ def pack(sequences: Sequence[Sample], seq_len: int, rows_multiple: int = 1, pad_
                      advantages, rollout_logp, sequence_ids, num_tokens=int(loss_mask.sum()),
                      num_sequences=len(items), truncated=truncated,
                      sample_tokens=sum(len(it.inputs) for it in items),
-                     packed_tokens=int((ends >= 0).sum()))
+                     packed_tokens=int((ends >= 0).sum()), pad_id=pad_id)

@@ -21,7 +21,7 @@ from toolorch_jax.distributed import is_primary
 from toolorch_jax.metrics import MetricsWriter
 from toolorch_jax.model import MeshConfig, Qwen3, create_model, load_model_config, make_mesh
 from toolorch_jax.model.sharding import within
-from toolorch_jax.rl.batch import Sample, pack
+from toolorch_jax.rl.batch import Sample, micro_batch_rows, pack
 from toolorch_jax.rl.config import ModelSection, TrainSection
 from toolorch_jax.rl.train_step import OptimConfig, TrainStep, build_optimizer
 from toolorch_jax.tokenizer import Tokenizer
@@ -83,9 +83,11 @@ class Learner:
   def update(self, samples: Sequence[Sample], ref_params: Any = None) -> dict[str, float]:
     """Packs `samples` and applies one optimizer update (log-probs under `ref_params` for the KL
     term when given); returns the step's training figures."""
-    rows = self.train.micro_batch_rows
-    batch = pack(samples, self.train.seq_len, rows_multiple=rows, pad_id=self.tokenizer.pad_id,
+    batch = pack(samples, self.train.seq_len, pad_id=self.tokenizer.pad_id,
                  share_prefixes=self.train.share_prefixes)
+    rows = micro_batch_rows(batch.tokens.shape[0], self.train.micro_batch_rows,
+                            least=self.mesh.shape["data"] * self.mesh.shape["fsdp"])
+    batch = batch.padded(rows)
     micro = batch.micro_batches(batch.tokens.shape[0] // rows)
     start = time.perf_counter()
     if ref_params is not None:
