@@ -1,5 +1,7 @@
 """GRPO advantages and filters against the published conventions and hand-computed cases."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -48,7 +50,7 @@ def test_filters_invalid_stale_and_bonus():
   trajectories = [trajectory(0), trajectory(0, finish="max_turns"), trajectory(0, errors=("boom",)),
                   trajectory(0, errors=()), trajectory(0, versions=(1,))]
   rewards = np.array([1.0, 0.0, 0.0, 0.0, 1.0])
-  adv, keep, counts = weigh_and_filter(trajectories, rewards, GRPOConfig(max_staleness=1), trainer_version=3)
+  adv, keep, counts = weigh_and_filter(trajectories, rewards, GRPOConfig(max_staleness=1, tis_cap=2.0), trainer_version=3)
   assert keep.tolist() == [True, False, False, False, False]
   assert counts == {"filtered/low_std": 0.0, "filtered/invalid": 3.0, "filtered/stale": 1.0}
   bonus, _, _ = weigh_and_filter(trajectories, rewards, GRPOConfig(success_bonus=0.1, drop_invalid=False), 3)
@@ -74,3 +76,12 @@ def test_unscaled_advantages_keep_the_reward_gaps_of_each_group():
   scaled, _ = group_advantages(rewards, [0, 0, 0, 0, 1, 1, 1, 1], clip=None, min_std=None)
   np.testing.assert_allclose(scaled[:4], np.array([-1.5, 0.5, 0.5, 0.5]), rtol=1e-5)
   np.testing.assert_allclose(scaled[4:], np.array([0.5, -0.5, -0.5, 0.5]) / np.std([1, 0, 0, 1], ddof=1), rtol=1e-5)
+
+
+def test_running_ahead_without_the_importance_correction_warns():
+  with pytest.warns(UserWarning, match="grpo.tis_cap"):
+    GRPOConfig(max_staleness=1)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    GRPOConfig(max_staleness=1, tis_cap=2.0)
+    GRPOConfig()
