@@ -56,14 +56,14 @@ def timed(step, steps: int, repeats: int) -> float:
   return best
 
 
-def ours(config, tokens, loss_from, steps, repeats, loss_chunk_tokens=0, row_len=0):
+def ours(config, tokens, loss_from, steps, repeats, row_len, loss_chunk_tokens=0):
   model = create_model(config, seed=0)
   graphdef, params = nnx.split(model)
   optimizer = build_optimizer(OptimConfig())
   state = {"params": params, "opt": optimizer.init(params)}
   functions = TrainStep(graphdef, optimizer, sft_objective, loss_chunk_tokens=loss_chunk_tokens)
   batch = pack([Sample(row, [0] * loss_from + [1] * (len(row) - loss_from)) for row in tokens],
-               seq_len=row_len or tokens.shape[1] - 1)
+               seq_len=row_len)
   micro = batch.micro_batches(1)
 
   def step():
@@ -151,13 +151,14 @@ def main() -> None:
   parser.add_argument("--skip-transformers", action="store_true")
   parser.add_argument("--out", default="runs/bench")
   args = parser.parse_args()
+  row_len = args.row_len or args.seq_len
   device = current_device()
   rows = []
   for name in args.configs:
     config = load_model_config(name)
     tokens, loss_from = batch_tokens(args, config.vocab_size)
-    per_step = {"ours": ours(config, tokens, loss_from, args.steps, args.repeats,
-                             args.loss_chunk_tokens, args.row_len)}
+    per_step = {"ours": ours(config, tokens, loss_from, args.steps, args.repeats, row_len,
+                             args.loss_chunk_tokens)}
     if not (args.skip_tunix and args.skip_transformers):
       with tempfile.TemporaryDirectory() as tmp:
         save_hf(create_model(config, seed=0), config, tmp)
@@ -169,7 +170,7 @@ def main() -> None:
     tokens_per_step = args.batch * args.seq_len
     row = {"config": name, "params": config.num_params, "dtype": config.dtype, "device": device.kind,
            "workload": args.workload, "loss_chunk_tokens": args.loss_chunk_tokens,
-           "row_len": args.row_len or args.seq_len,
+           "row_len": row_len,
            **{f"{k}_tok_s": tokens_per_step / v for k, v in per_step.items()}}
     row["ours_mfu"] = device.mfu(row["ours_tok_s"] * train_flops_per_token(config, args.seq_len))
     for other in ("tunix", "transformers"):
@@ -183,7 +184,7 @@ def main() -> None:
   shape = (f"{args.batch} x {args.seq_len} tokens" if args.workload == "sft" else
            f"{args.batch} x {args.seq_len} tokens in groups of {args.group_size} sharing"
            f" {args.prompt_len}-token prompts, loss on the rest; ours packed in rows of"
-           f" {args.row_len or args.seq_len}")
+           f" {row_len}")
   lines = [f"Device: {device.kind} x {device.count} ({device.platform}); workload {args.workload}"
            f" ({shape}); ours with train.loss_chunk_tokens = {args.loss_chunk_tokens}.", "",
            "| config | params | dtype | ours tok/s | ours MFU | Tunix tok/s | transformers tok/s"
