@@ -116,7 +116,7 @@ def warm_start(args, tokenizer: Path, out: Path) -> Path:
   config = SFTConfig(model=ModelSection(preset=args.preset, tokenizer=str(tokenizer)),
                      data=SFTData(str(demos), batch_size=16, enable_thinking=False),
                      optim=OptimConfig(learning_rate=3e-3, weight_decay=0.0),
-                     train=TrainSection(steps=args.warm_steps, seq_len=512, micro_batch_rows=8,
+                     train=TrainSection(steps=args.warm_steps, seq_len=512, micro_batch_rows=2,
                                         tensorboard=False, progress=False))
   model = out / "warmstart" / "model"
   if not is_model_checkpoint(str(model)):  # kept from an earlier run in the same --out
@@ -134,7 +134,7 @@ optim: {{learning_rate: 0.001}}
 rollout: {{group_size: {args.group}, tasks_per_step: {args.tasks}, max_turns: {args.waits + 1},
            max_context: 512, max_new_tokens: {args.new_tokens}, slots: {args.slots}, concurrency: 64,
            enable_thinking: false}}
-train: {{steps: {args.steps}, seq_len: 512, micro_batch_rows: 8, checkpoint_every: 1000,
+train: {{steps: {args.steps}, seq_len: 512, micro_batch_rows: 2, checkpoint_every: 1000,
          tensorboard: false, progress: false}}
 """
 

@@ -74,7 +74,9 @@ def test_shared_prefixes_are_packed_once():
 
 def test_micro_batches_take_the_size_that_pads_little():
   assert [micro_batch_rows(r, 16) for r in (15, 16, 17, 24, 33, 64)] == [16, 16, 2, 8, 4, 16]
-  assert micro_batch_rows(5, 12) == 3  # 12, 6, 3: halvings of the configured size
+  assert micro_batch_rows(5, 12) == 6 and micro_batch_rows(9, 12) == 3  # halvings of 12
+  # one padded row is always taken: fewer sizes to compile, no micro-batches of one row
+  assert micro_batch_rows(7, 16) == 8 and [micro_batch_rows(r, 2) for r in (1, 3, 5, 7)] == [2] * 4
   assert micro_batch_rows(17, 16, least=4) == 4 and micro_batch_rows(3, 16, least=8) == 8
   batch = pack(episodes(), seq_len=24)
   padded = batch.padded(4)
@@ -129,14 +131,15 @@ def grouped_episodes(groups=3, size=4, seed=5):
 
 
 def run_update(objective, micro, mesh=None, lr=1e-2, old_logp=True, config=CONFIG, loss_chunk_tokens=0,
-               samples=None, share_prefixes=True, aggregation="token_mean", ref=False):
+               samples=None, share_prefixes=True, aggregation="token_mean", ref=False,
+               least_widths=(1, 1)):
   model = create_model(config, seed=1, mesh=mesh)
   graphdef, params = nnx.split(model)
   optimizer = optax.sgd(lr)
   opt_state = optimizer.init(params)
   steps = TrainStep(graphdef, optimizer, objective, aggregation, mesh, loss_chunk_tokens)
   batch = pack(episodes() if samples is None else samples, seq_len=24, rows_multiple=4,
-               share_prefixes=share_prefixes)
+               share_prefixes=share_prefixes, least_widths=least_widths)
   mbs = batch.micro_batches(micro)
   before = steps.log_probs(params, mbs)
   if old_logp:
@@ -157,6 +160,17 @@ def test_micro_batching_gives_the_full_batch_update():
   four, m4, *_ = run_update(grpo_objective(GRPOConfig()), micro=4)
   np.testing.assert_allclose(float(m1["loss"]), float(m4["loss"]), rtol=1e-5)
   assert_same_leaves(one, four)
+
+
+def test_wider_loss_arrays_give_the_same_update():
+  # a trainer keeps the widest loss arrays it has compiled for; the padding must change nothing
+  objective = grpo_objective(GRPOConfig(kl_coef=0.1, tis_cap=2.0))
+  narrow, m_narrow, *_, batch = run_update(objective, micro=2, ref=True)
+  wide, m_wide, *_, wide_batch = run_update(objective, micro=2, ref=True, least_widths=(64, 128))
+  assert batch.loss_columns.shape[1] < 64 and batch.entry_index.shape[1] < 128
+  assert (wide_batch.loss_columns.shape[1], wide_batch.entry_index.shape[1]) == (64, 128)
+  np.testing.assert_allclose(float(m_narrow["loss"]), float(m_wide["loss"]), rtol=1e-6)
+  assert_same_leaves(narrow, wide)
 
 
 @pytest.mark.parametrize("aggregation", ["token_mean", "sequence_mean"])

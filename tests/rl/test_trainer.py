@@ -51,7 +51,12 @@ def test_a_few_steps_learn_log_and_checkpoint(run_yaml, tmp_path):
   for line in lines:
     assert EXPECTED_METRICS <= set(line), EXPECTED_METRICS - set(line)
   assert lines[-1]["policy_version"] == 3.0
-  assert TrainCheckpointer(str(tmp_path / "checkpoints")).all_steps() == [2, 3]  # keep 2
+  checkpoints = TrainCheckpointer(str(tmp_path / "checkpoints"))
+  assert checkpoints.all_steps() == [2, 3]  # keep 2
+  # the loss arrays' widths go into the checkpoint and come back on resume
+  widths = trainer.learner.loss_widths
+  assert min(widths) > 1 and checkpoints.restore().extra["loss_widths"] == list(widths)
+  assert Trainer(config, tmp_path).learner.loss_widths == widths
   assert any((tmp_path / "tensorboard").iterdir())
   assert (tmp_path / "config.yaml").read_text().startswith("model:")
 

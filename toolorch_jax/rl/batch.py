@@ -10,7 +10,8 @@ Without sharing, each sample is a tree of its own, packed first-fit-decreasing.
 The loss reads logits only where a target is a policy token: `loss_columns`/`targets` name each
 distinct (column, next token) of a row once, and the row's entries (one per sample through it,
 with its own advantage and rollout log-prob) point at them. The row count is rounded up to whole
-micro-batches and the loss arrays' widths to powers of two, so a run compiles few programs.
+micro-batches and the loss arrays' widths to powers of two (at least the widths a trainer passes:
+those it has compiled for), so a run compiles few programs.
 """
 
 from __future__ import annotations
@@ -70,13 +71,17 @@ class PackedBatch:
 
 def micro_batch_rows(rows: int, most: int, least: int = 1) -> int:
   """Rows per micro-batch for a batch of `rows`: the largest of `most` and its halvings (down to
-  `least`, the devices the rows are split over) that pads the batch by at most an eighth, else
-  the smallest. A step then never computes micro-batches of mostly empty rows, and a run
-  compiles only a few micro-batch shapes."""
+  `least`, the devices the rows are split over) that pads the batch by at most an eighth or by
+  one row, else the smallest. A step then never computes micro-batches of mostly empty rows, and
+  a run compiles only a few micro-batch shapes: each new size is a compile of the whole gradient
+  program, which on a small model costs more than a padded row (at `most` = 2 every batch takes
+  2, where a batch of odd rows would otherwise fall to micro-batches of one)."""
   sizes = [most]
   while sizes[-1] % 2 == 0 and sizes[-1] // 2 >= least:
     sizes.append(sizes[-1] // 2)
-  return next((size for size in sizes if -(-rows // size) * size * 8 <= rows * 9), sizes[-1])
+  padding = lambda size: -(-rows // size) * size - rows
+  return next((size for size in sizes if padding(size) * 8 <= rows or padding(size) <= 1),
+              sizes[-1])
 
 
 @dataclasses.dataclass
@@ -151,7 +156,9 @@ def _place(items: list[_Item], seq_len: int, share_prefixes: bool) -> tuple[int,
 
 
 def pack(sequences: Sequence[Sample], seq_len: int, rows_multiple: int = 1, pad_id: int = 0,
-         share_prefixes: bool = True) -> PackedBatch:
+         share_prefixes: bool = True, least_widths: tuple[int, int] = (1, 1)) -> PackedBatch:
+  """`sequences` packed into rows of `seq_len`; the loss arrays are at least `least_widths`
+  (targets, entries) wide, so a trainer that passes the widths it has compiled for reuses them."""
   items, truncated = _items(sequences, seq_len)
   used_rows, placed = _place(items, seq_len, share_prefixes)
   count = max(1, -(-used_rows // rows_multiple) * rows_multiple)
@@ -171,8 +178,10 @@ def pack(sequences: Sequence[Sample], seq_len: int, rows_multiple: int = 1, pad_
   # each distinct (column, target) of a row once; its entries point at it
   keys = [None if e is None else np.unique(e[0].astype(np.int64) << 32 | e[1], return_inverse=True)
           for e in entries]
-  width = _power_of_two(max((len(k[0]) for k in keys if k is not None), default=1))
-  depth = _power_of_two(max((len(e[0]) for e in entries if e is not None), default=1))
+  width = max(least_widths[0], _power_of_two(max((len(k[0]) for k in keys if k is not None),
+                                                  default=1)))
+  depth = max(least_widths[1], _power_of_two(max((len(e[0]) for e in entries if e is not None),
+                                                 default=1)))
   loss_columns = np.zeros((count, width), np.int32)
   targets = np.full((count, width), pad_id, np.int32)
   entry_index = np.zeros((count, depth), np.int32)

@@ -38,8 +38,8 @@ class TrainSection:
   steps: int = 100
   seed: int = 0
   seq_len: int = 4096  # packed row length
-  # most rows per micro-batch (gradient accumulation over the rest); a step takes the power of two
-  # up to it that pads its rows least (rl.batch.micro_batch_rows)
+  # most rows per micro-batch (gradient accumulation over the rest); a step takes it or a halving
+  # of it that pads its rows by at most an eighth or one row (rl.batch.micro_batch_rows)
   micro_batch_rows: int = 4
   # > 0: the loss takes logits for at most this many tokens of a micro-batch at a time (chunks of
   # positions, each recomputed in the backward pass), never [rows x seq_len x vocab] at once; 0: all

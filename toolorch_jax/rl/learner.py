@@ -27,6 +27,9 @@ from toolorch_jax.rl.train_step import OptimConfig, TrainStep, build_optimizer
 from toolorch_jax.tokenizer import Tokenizer
 
 
+LOSS_WIDTHS = "loss_widths"  # the checkpoint's extra entry for Learner.loss_widths
+
+
 def initial_model(section: ModelSection, tokenizer: Tokenizer, mesh, seed: int) -> Qwen3:
   """A preset with random weights (sized to the tokenizer), or the weights in `model.init_from`."""
   if section.init_from:
@@ -62,6 +65,10 @@ class Learner:
         train.checkpoint_dir or str(self.workdir / "checkpoints"), keep=train.keep_checkpoints)
     self.rng = jax.random.key(train.seed)
     self.step = 0
+    # The loss arrays' widths (targets, entries) only grow within a run, and a checkpoint keeps
+    # them: a batch that needs narrower ones reuses the compiled program instead of compiling
+    # another, and a resumed run packs exactly as the uninterrupted one.
+    self.loss_widths = (1, 1)
 
   def restore(self) -> dict[str, Any] | None:
     """Continues from the latest checkpoint in the workdir; returns its data-iterator state, or
@@ -75,6 +82,7 @@ class Learner:
                         f" with another number of processes than this one ({jax.process_count()});"
                         " each process's data state is its own, so resume with the same number")
     self.step, self.params, self.opt_state, self.rng, data_state = restored[:5]
+    self.loss_widths = tuple(restored.extra.get(LOSS_WIDTHS, self.loss_widths))
     return data_state
 
   def model(self) -> Qwen3:
@@ -84,7 +92,8 @@ class Learner:
     """Packs `samples` and applies one optimizer update (log-probs under `ref_params` for the KL
     term when given); returns the step's training figures."""
     batch = pack(samples, self.train.seq_len, pad_id=self.tokenizer.pad_id,
-                 share_prefixes=self.train.share_prefixes)
+                 share_prefixes=self.train.share_prefixes, least_widths=self.loss_widths)
+    self.loss_widths = (batch.loss_columns.shape[1], batch.entry_index.shape[1])
     rows = micro_batch_rows(batch.tokens.shape[0], self.train.micro_batch_rows,
                             least=self.mesh.shape["data"] * self.mesh.shape["fsdp"])
     batch = batch.padded(rows)
@@ -123,7 +132,8 @@ class Learner:
         writer.write(self.step, metrics)
         if self.step % self.train.checkpoint_every == 0 or self.step == total:
           self.checkpointer.save(self.step, self.params, self.opt_state, self.rng, data_state(),
-                                 config_yaml, extras(self.step))
+                                 config_yaml, {**extras(self.step),
+                                               LOSS_WIDTHS: list(self.loss_widths)})
       self.checkpointer.wait()
     finally:
       writer.close()
