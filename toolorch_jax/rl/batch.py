@@ -110,6 +110,11 @@ def _power_of_two(n: int) -> int:
   return 1 << max(0, n - 1).bit_length()
 
 
+def _loss_width(row_lengths, least: int) -> int:
+  """A loss array's width: its longest row rounded up to a power of two, at least `least`."""
+  return max(least, _power_of_two(max(row_lengths, default=1)))
+
+
 def _items(samples: Sequence[Sample], seq_len: int) -> tuple[list[_Item], int]:
   items, truncated = [], 0
   for sample in samples:
@@ -178,10 +183,8 @@ def pack(sequences: Sequence[Sample], seq_len: int, rows_multiple: int = 1, pad_
   # each distinct (column, target) of a row once; its entries point at it
   keys = [None if e is None else np.unique(e[0].astype(np.int64) << 32 | e[1], return_inverse=True)
           for e in entries]
-  width = max(least_widths[0], _power_of_two(max((len(k[0]) for k in keys if k is not None),
-                                                  default=1)))
-  depth = max(least_widths[1], _power_of_two(max((len(e[0]) for e in entries if e is not None),
-                                                 default=1)))
+  width = _loss_width((len(k[0]) for k in keys if k is not None), least_widths[0])
+  depth = _loss_width((len(e[0]) for e in entries if e is not None), least_widths[1])
   loss_columns = np.zeros((count, width), np.int32)
   targets = np.full((count, width), pad_id, np.int32)
   entry_index = np.zeros((count, depth), np.int32)
