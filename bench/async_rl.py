@@ -1,5 +1,6 @@
-"""Steps per hour of GRPO with rollouts one step ahead of the update (`grpo.max_staleness: 1`)
-against the synchronous loop (0), where the episodes wait real time (a benchmark, not a test).
+"""Steps per hour of GRPO with rollouts one step ahead of the update (`grpo.max_staleness: 1`,
+on one engine or on two: `rollout.engines`) against the synchronous loop (0), where the episodes
+wait real time (a benchmark, not a test).
 
 The same run at each staleness, in this process, from the same random weights: a Qwen3 preset
 (`--preset`, default `small`) with a 512-piece SentencePiece tokenizer trained on GSM8K's
@@ -12,13 +13,17 @@ thing, decode, wait, prefill the answer, decode again.) The warm start (`--warm-
 such conversations, once, before both runs) teaches the random model to close its turns, without
 which every episode would end at its first cut-off turn and never wait. The reward is whether the
 last reply contains an "e"; no group is dropped for low variance (`grpo.min_std: null`), so every
-step updates on all its episodes and the two runs do the same work per step.
+step updates on all its episodes, and the learning rate is small (`--learning-rate`, 1e-5) so
+that the policy, and with it the length of the episodes, stays where the warm start left it: the
+runs do the same work per step. (At 1e-3 the runs learned apart, and episodes that stopped
+waiting made a later step's rollout 3 times shorter than an earlier one's.)
 
-Reported per staleness, over the steps after `--warmup` (compiles happen in the first ones) but
-the last (at staleness 1 nothing is played during it, so it would flatter the figure):
+`--runs` lists the runs: a staleness, or staleness:engines (default `0 1 1:2`). Reported per
+run, over the steps after `--warmup` (compiles happen in the first ones) but the last (ahead of
+the update nothing is played during it, so it would flatter the figure):
 steps per hour, the mean seconds of a step, of its update and of its rollout, and the trainer's
 idle share: the fraction of the step's wall time the update waited for rollouts (at staleness 0,
-the whole rollout; at 1, only what the rollout ahead had left when the update was done).
+the whole rollout; ahead, only what the rollouts ahead had left when the update was done).
 
 Run: `.venv/bin/python bench/async_rl.py [--steps 8] [--out runs/bench/async_rl]` (needs the
 `serve` extra and JetStream, like the tests, and the data directory for GSM8K).
@@ -43,7 +48,7 @@ from toolorch_jax.datadir import data_path
 from toolorch_jax.envs import Environment, Episode
 from toolorch_jax.envs.base import Reply
 from toolorch_jax.rl.config import ModelSection, RunConfig, SFTConfig, SFTData, TrainSection
-from toolorch_jax.rl.pipeline import start_rollout
+from toolorch_jax.rl.pipeline import start_rollout, train_on_engines
 from toolorch_jax.rl.sft import run_sft
 from toolorch_jax.rl.train_step import OptimConfig
 from toolorch_jax.rl.trainer import Trainer
@@ -130,7 +135,7 @@ model: {{preset: {args.preset}, tokenizer: {tokenizer}, init_from: {init_from}}}
 env: {{name: "bench/async_rl.py WaitEnv (passed in, not built)"}}
 rewards: {{components: [{{name: outcome, weight: 1.0}}]}}
 grpo: {{drop_invalid: false, min_std: null, tis_cap: 2.0}}
-optim: {{learning_rate: 0.001}}
+optim: {{learning_rate: {args.learning_rate}}}
 rollout: {{group_size: {args.group}, tasks_per_step: {args.tasks}, max_turns: {args.waits + 1},
            max_context: 512, max_new_tokens: {args.new_tokens}, slots: {args.slots}, concurrency: 64,
            enable_thinking: false}}
@@ -139,20 +144,21 @@ train: {{steps: {args.steps}, seq_len: 512, micro_batch_rows: 2, checkpoint_ever
 """
 
 
-def one_run(args, config_path: Path, staleness: int, workdir: Path) -> dict:
+def one_run(args, config_path: Path, staleness: int, engines: int, workdir: Path) -> dict:
   shutil.rmtree(workdir, ignore_errors=True)
-  config = load_config(RunConfig, config_path, [f"grpo.max_staleness={staleness}"])
+  config = load_config(RunConfig, config_path, [f"grpo.max_staleness={staleness}",
+                                                f"rollout.engines={engines}"])
   env = WaitEnv(args.tasks * 4, args.waits, args.latency_scale)
   start = time.perf_counter()
   trainer = Trainer(config, workdir, env=env)
   with contextlib.closing(start_rollout(config, trainer)) as rollout:
-    trainer.run(rollout)
+    train_on_engines(config, trainer, rollout)
   wall = time.perf_counter() - start
   lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
   timed = lines[args.warmup:-1]  # at staleness > 0 nothing is played during the last step
   seconds = sum(line["step_seconds"] for line in timed)
   return {
-      "staleness": staleness, "wall_s": wall, "timed_steps": len(timed),
+      "staleness": staleness, "engines": engines, "wall_s": wall, "timed_steps": len(timed),
       "steps_per_hour": 3600 * len(timed) / seconds,
       "step_s": seconds / len(timed),
       "update_s": sum(line.get("train/seconds", 0.0) for line in timed) / len(timed),
@@ -176,7 +182,10 @@ def main() -> None:
   parser.add_argument("--slots", type=int, default=32, help="engine decode slots")
   parser.add_argument("--new-tokens", type=int, default=32, help="tokens per policy turn")
   parser.add_argument("--warm-steps", type=int, default=60, help="SFT steps of the warm start")
-  parser.add_argument("--staleness", type=int, nargs="+", default=[0, 1])
+  parser.add_argument("--learning-rate", type=float, default=1e-5,
+                      help="small, so that every run plays about the same episodes all along")
+  parser.add_argument("--runs", nargs="+", default=["0", "1", "1:2"],
+                      help="grpo.max_staleness of each run, or staleness:rollout.engines")
   parser.add_argument("--out", default="runs/bench/async_rl")
   args = parser.parse_args()
   if args.steps <= args.warmup + 1:
@@ -190,7 +199,8 @@ def main() -> None:
   tokenizer = train_sentencepiece(questions, 512, out / "sp")
   config_path.write_text(run_yaml(args, tokenizer, warm_start(args, tokenizer, out)))
   load = os.getloadavg()[0]
-  results = [one_run(args, config_path, s, out / f"staleness{s}") for s in args.staleness]
+  runs = [tuple(int(n) for n in f"{run}:1".split(":")[:2]) for run in args.runs]
+  results = [one_run(args, config_path, s, e, out / f"staleness{s}_engines{e}") for s, e in runs]
 
   base = results[0]["steps_per_hour"]
   print(f"{args.preset}, {args.tasks}x{args.group} episodes/step, {args.waits} waits of"
@@ -198,11 +208,11 @@ def main() -> None:
         " timed;"
         f" {os.cpu_count()} CPUs, load average {load:.1f} at the start, {os.getloadavg()[0]:.1f}"
         " at the end")
-  print("| staleness | steps/hour | vs first | step s | update s | rollout s | trainer idle |"
+  print("| staleness | engines | steps/hour | vs first | step s | update s | rollout s | trainer idle |"
         " wall s (all steps) | waits/episode | mean reward |")
-  print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+  print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
   for r in results:
-    print(f"| {r['staleness']} | {r['steps_per_hour']:.0f} | {r['steps_per_hour'] / base:.2f}x |"
+    print(f"| {r['staleness']} | {r['engines']} | {r['steps_per_hour']:.0f} | {r['steps_per_hour'] / base:.2f}x |"
           f" {r['step_s']:.2f} | {r['update_s']:.2f} | {r['rollout_s']:.2f} |"
           f" {100 * r['idle_share']:.0f}% | {r['wall_s']:.0f} | {r['waits_per_episode']:.2f} |"
           f" {r['reward_mean']:.3f} |")

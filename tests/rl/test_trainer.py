@@ -19,9 +19,9 @@ pytest.importorskip("jetstream", reason="training rollouts need the 'serve' extr
 from tests.checkpoint_params import final_params  # noqa: E402
 from tests.rl.guess_env import write_guess_run  # noqa: E402
 from toolorch_jax.checkpoint import TrainCheckpointer  # noqa: E402
-from toolorch_jax.config import load_config  # noqa: E402
+from toolorch_jax.config import ConfigError, load_config  # noqa: E402
 from toolorch_jax.rl.config import RunConfig  # noqa: E402
-from toolorch_jax.rl.pipeline import start_rollout  # noqa: E402
+from toolorch_jax.rl.pipeline import start_rollout, train_on_engines  # noqa: E402
 from toolorch_jax.rl.trainer import Trainer  # noqa: E402
 
 EXPECTED_METRICS = {
@@ -61,19 +61,34 @@ def test_a_few_steps_learn_log_and_checkpoint(run_yaml, tmp_path):
   assert (tmp_path / "config.yaml").read_text().startswith("model:")
 
 
-def test_rollouts_one_step_ahead_follow_the_version_rule(run_yaml, tmp_path):
-  config = load_config(RunConfig, run_yaml, ["grpo.max_staleness=1"])
-  trainer = Trainer(config, tmp_path)
+def _run_one_step_ahead(run_yaml, workdir, engines):
+  config = load_config(RunConfig, run_yaml, ["grpo.max_staleness=1", f"rollout.engines={engines}"])
+  trainer = Trainer(config, workdir)
   with contextlib.closing(start_rollout(config, trainer)) as rollout:
-    trainer.run(rollout)
+    train_on_engines(config, trainer, rollout)
     assert rollout.engine.version == 3  # the rollout serves the last update
-  lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+  lines = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
   # step j's episodes are played by version max(0, j - 2): the trainer starts step j at j - 1
   assert [line["rollout/staleness"] for line in lines] == [0.0, 1.0, 1.0]
   assert all(line["filtered/stale"] == 0.0 and "train/loss" in line for line in lines)
-  with TrainCheckpointer(str(tmp_path / "checkpoints")) as checkpointer:
+  with TrainCheckpointer(str(workdir / "checkpoints")) as checkpointer:
     played_ahead = checkpointer.restore(2).data_state["played_ahead"]
   assert [[t["policy_versions"] for t in batch["episodes"]] for batch in played_ahead] == [[[1]] * 8]
+  return final_params(str(workdir / "checkpoints"), 3)
+
+
+def test_rollouts_one_step_ahead_follow_the_version_rule_on_one_engine_or_two(run_yaml, tmp_path):
+  one_engine = _run_one_step_ahead(run_yaml, tmp_path / "one", 1)
+  # on two engines step j + 1's batch starts while step j's still plays; they are the same batches
+  two_engines = _run_one_step_ahead(run_yaml, tmp_path / "two", 2)
+  assert one_engine and one_engine.keys() == two_engines.keys()
+  for name, value in one_engine.items():
+    assert np.array_equal(value, two_engines[name]), name
+
+
+def test_more_engines_than_batches_at_once_is_an_error(run_yaml):
+  with pytest.raises(ConfigError, match="rollout.engines=3 needs grpo.max_staleness >= 2"):
+    load_config(RunConfig, run_yaml, ["grpo.max_staleness=1", "rollout.engines=3"])
 
 
 def _train(run_yaml, workdir, steps, *overrides):
@@ -114,7 +129,10 @@ def test_sigkill_then_resume_is_bit_identical(run_yaml, tmp_path):
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_with_rollouts_ahead_is_bit_identical(run_yaml, tmp_path):
+@pytest.mark.parametrize("engines", [1, 2])
+def test_sigkill_then_resume_with_rollouts_ahead_is_bit_identical(run_yaml, tmp_path, engines):
   # the checkpoint holds the episodes already played for the next step; the resumed run trains on
-  # them and plays the step after on the checkpoint's weights, as the straight run did
-  _kill_then_resume_matches_a_straight_run(run_yaml, tmp_path, "grpo.max_staleness=1")
+  # them and plays the step after on the checkpoint's weights, as the straight run did (with two
+  # engines, that batch was still playing when the run was killed)
+  _kill_then_resume_matches_a_straight_run(run_yaml, tmp_path, "grpo.max_staleness=1",
+                                           f"rollout.engines={engines}")

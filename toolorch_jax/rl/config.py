@@ -120,6 +120,10 @@ class RunConfig:
         raise ConfigError(f"cluster: '{self.cluster}' is not one of clusters"
                           f" {sorted(self.clusters)}")
       self.mesh = self.clusters[self.cluster].mesh
+    if self.rollout.engines > self.grpo.max_staleness + 1:
+      raise ConfigError(f"rollout.engines={self.rollout.engines} needs grpo.max_staleness >="
+                        f" {self.rollout.engines - 1}: at staleness {self.grpo.max_staleness} at"
+                        f" most {self.grpo.max_staleness + 1} batches play at once")
 
 
 @dataclasses.dataclass

@@ -65,6 +65,14 @@ def start_rollout(config: RunConfig, trainer: Trainer) -> Rollout:
                  mesh=local_mesh(trainer.learner.mesh), seed=config.train.seed, version=trainer.step)
 
 
+def train_on_engines(config: RunConfig, trainer: Trainer, rollout: Rollout) -> None:
+  """Runs `trainer` on `rollout` and on `rollout.engines` - 1 more engines, started for the
+  batches that play at once and stopped after training."""
+  with contextlib.ExitStack() as more:
+    trainer.run(rollout, [more.enter_context(contextlib.closing(start_rollout(config, trainer)))
+                          for _ in range(config.rollout.engines - 1)])
+
+
 def run_training(config: RunConfig, workdir: str | Path) -> dict | None:
   """Runs every configured stage; returns the report when one is configured (on process 0, which
   writes it; None on the others)."""
@@ -91,7 +99,7 @@ def run_training(config: RunConfig, workdir: str | Path) -> dict | None:
       before = evaluate_profiles(env, rollout, config)
       if is_primary():
         before_file.write_text(json.dumps(before, indent=2))
-    trainer.run(rollout)
+    train_on_engines(config, trainer, rollout)
     if not config.report.enabled:
       return None
     after = evaluate_profiles(env, rollout, config)

@@ -7,18 +7,21 @@ kept episodes and makes one update; the new weights go back to the Rollout as po
 its own host and every process learns from all episodes, so a step's update is the same whatever
 the number of processes.
 
-`grpo.max_staleness` = s > 0 runs rollouts ahead: while step k updates, a background thread plays
-the episodes of step k + s on a copy of the weights step k starts from (version k - 1), so the
-engine decodes and waits on tools while the trainer computes. The schedule is fixed by a rule, not
-by timing: the episodes of step j are played entirely by policy version max(0, j - 1 - s) (the
-first s steps' episodes are played up front by version 0), and weights change in the engine only
-between two steps' rollouts, never inside an episode. The s batches played ahead are kept in each
-checkpoint (this process's share, in its data state), so a resumed run trains on exactly what the
-uninterrupted one would have. (Nothing is played past `train.steps`, so a run continued to more
-steps than it was started with plays the missing batches up front too, on the weights it has: it
-is not the run that had the larger `train.steps` from the start.) s = 0 is the synchronous loop: play, update, hand the engine the new
-weights. Stale episodes are weighted by the truncated importance ratio of trainer to rollout
-probabilities when `grpo.tis_cap` is set.
+`grpo.max_staleness` = s > 0 runs rollouts ahead of the update, so the engine decodes and waits
+on tools while the trainer computes. The schedule is fixed by a rule, not by timing: the episodes
+of step j are played entirely by policy version max(0, j - 1 - s), and each batch starts as soon as
+that version exists (the first s + 1 batches, up front, by version 0). Batches played at once have
+different versions, so each gets an engine of its own, round robin over the `rollout.engines`
+Rollouts; a batch whose engine is still playing an earlier one waits for it. With one engine, step
+k plays step k + s during its update; with s + 1 engines, step k + s also overlaps the wait for
+step k's episodes. Weights change in an engine only between two of its batches, never inside an
+episode. The s batches played ahead are kept in each checkpoint (this process's share, in its data
+state), so a resumed run trains on exactly what the uninterrupted one would have. (Nothing is played
+past `train.steps`, so a run continued to more steps than it was started with plays the missing
+batches up front too, on the weights it has: it is not the run that had the larger `train.steps`
+from the start.) s = 0 is the synchronous loop: play, update, hand the engine the new weights.
+Stale episodes are weighted by the truncated importance ratio of trainer to rollout probabilities
+when `grpo.tis_cap` is set.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import dataclasses
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -103,6 +106,13 @@ class PlayedBatch:
     return cls([Trajectory.from_dict(t) for t in data["episodes"]], data["seconds"])
 
 
+def finished(batch: PlayedBatch) -> Future[PlayedBatch]:
+  """`batch` as a batch whose play is over (one restored from a checkpoint)."""
+  future: Future[PlayedBatch] = Future()
+  future.set_result(batch)
+  return future
+
+
 class Trainer:
   """GRPO on `config.env` in `workdir`, resuming from the latest checkpoint there."""
 
@@ -121,11 +131,13 @@ class Trainer:
     # Each process plays its share of every step's tasks (see TaskStream).
     self.stream = TaskStream(tasks, config.rollout.tasks_per_step, seed=config.train.seed,
                              shard=(jax.process_index(), jax.process_count()))
-    # Episodes played ahead for the next steps (max_staleness > 0), oldest first.
-    self.ahead: collections.deque[PlayedBatch] = collections.deque()
+    # The batches of the steps after the current one (max_staleness > 0), finished or still
+    # playing, oldest first.
+    self.ahead: collections.deque[Future[PlayedBatch]] = collections.deque()
     data_state = self.learner.restore()
     if data_state is not None:
-      self.ahead.extend(PlayedBatch.from_json(b) for b in data_state.pop("played_ahead", []))
+      self.ahead.extend(finished(PlayedBatch.from_json(b))
+                        for b in data_state.pop("played_ahead", []))
       self.stream.set_state(data_state)
 
   @property
@@ -138,10 +150,11 @@ class Trainer:
 
   def data_state(self) -> dict[str, Any]:
     """What a checkpoint keeps of this process's data: the task stream, and the episodes played
-    ahead (only when there are some, so synchronous runs write what they always did)."""
+    ahead (only when there are some, so synchronous runs write what they always did), waiting
+    for those still playing."""
     state = self.stream.get_state()
     if self.ahead:
-      state["played_ahead"] = [batch.to_json() for batch in self.ahead]
+      state["played_ahead"] = [batch.result().to_json() for batch in self.ahead]
     return state
 
   def train_on(self, trajectories: list[Trajectory]) -> tuple[dict, np.ndarray, dict]:
@@ -177,15 +190,18 @@ class Trainer:
     metrics["rollout/staleness"] = float(step - 1 - min(versions)) if versions else 0.0
     return metrics
 
-  def run(self, rollout: Rollout) -> None:
+  def run(self, rollout: Rollout, more_rollouts: Sequence[Rollout] = ()) -> None:
     """Trains to `train.steps`, playing each step's episodes on `rollout` (ahead of the update
-    when `grpo.max_staleness` > 0, see the module docstring); the rollout serves the last update
-    when it returns."""
+    when `grpo.max_staleness` > 0, round robin over it and `more_rollouts`, see the module
+    docstring); `rollout` serves the last update when it returns."""
+    engines = [rollout, *more_rollouts]
     if self.config.grpo.max_staleness == 0:
+      if more_rollouts:
+        raise ValueError("more rollouts than one need grpo.max_staleness > 0")
       self._run_synchronous(rollout)
       return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollout-ahead") as ahead:
-      self._run_ahead(rollout, ahead)
+    with ThreadPoolExecutor(max_workers=len(engines), thread_name_prefix="rollout-ahead") as pool:
+      self._run_ahead(engines, pool)
     rollout.update_weights(self.learner.params, self.step)
 
   def _run_synchronous(self, rollout: Rollout) -> None:
@@ -201,31 +217,26 @@ class Trainer:
     self.learner.run(one_step, to_yaml(self.config), data_state=self.data_state,
                      extras=lambda step: {"policy_version": step})
 
-  def _run_ahead(self, rollout: Rollout, ahead: ThreadPoolExecutor) -> None:
+  def _run_ahead(self, engines: list[Rollout], pool: ThreadPoolExecutor) -> None:
     staleness, total = self.config.grpo.max_staleness, self.config.train.steps
 
     def one_step(step: int) -> dict:
       start = time.perf_counter()
-      # Steps step..step + s - 1 (up to the last) are played by now; in a fresh run (or one
-      # continued past its steps, or with more staleness than at the checkpoint) not yet.
-      due = min(staleness, total - step + 1)
-      if len(self.ahead) < due:
-        rollout.update_weights(self.learner.params, self.step)
-        while len(self.ahead) < due:
-          self.ahead.append(self.play(rollout, next(self.stream), step + len(self.ahead)))
-      batch = self.ahead.popleft()
-      later = step + len(self.ahead) + 1  # the step whose episodes are played during this update
-      playing: Future | None = None
-      if later <= total:
-        # A copy: the update donates the trainer's buffers while the engine still decodes.
-        rollout.update_weights(jax.tree.map(jnp.copy, self.learner.params), self.step)
-        playing = ahead.submit(self.play, rollout, next(self.stream), later)
+      # Every step up to step + s (and the last) is played or playing by the current version
+      # (self.step, which is step - 1) or an earlier one; what is not is started now.
+      served = None
+      for later in range(step + len(self.ahead), min(step + staleness, total) + 1):
+        engine = engines[later % len(engines)]
+        if later - len(engines) >= step:  # this engine still plays an earlier step's batch
+          self.ahead[later - len(engines) - step].result()
+        if served is None:
+          # A copy: the update donates the trainer's buffers while the engines still decode.
+          served = jax.tree.map(jnp.copy, self.learner.params)
+        engine.update_weights(served, self.step)
+        self.ahead.append(pool.submit(self.play, engine, next(self.stream), later))
+      batch = self.ahead.popleft().result()
       waited = time.perf_counter() - start
       metrics = self.learn_from(batch, step)
-      if playing is not None:
-        start = time.perf_counter()
-        self.ahead.append(playing.result())
-        waited += time.perf_counter() - start
       metrics["policy_version"] = float(step)
       metrics["rollout/wait_seconds"] = waited
       return metrics

@@ -40,11 +40,16 @@ class RolloutConfig(EpisodeConfig):
   # more cache rows): much less prefill, but a token's numbers then depend on which rows were
   # still cached, so a rerun or a resumed run is no longer bit-identical. 0: no reuse.
   prefix_store_rows: int = 0
+  # Engines that play training batches. With `grpo.max_staleness` = s, up to s + 1 batches may
+  # be played at once, each by its own policy version, so each needs an engine of its own: more
+  # engines let the next batch start while the last one still waits on its tools. Each engine
+  # holds its own weights and KV cache; evaluation uses the first.
+  engines: int = 1
   split: str = "train"
 
   def __post_init__(self):
     super().__post_init__()
-    for name in ("group_size", "tasks_per_step", "slots"):
+    for name in ("group_size", "tasks_per_step", "slots", "engines"):
       if getattr(self, name) < 1:
         raise ConfigError(f"rollout.{name} must be >= 1, got {getattr(self, name)}")
     if self.prefix_store_rows < 0:
