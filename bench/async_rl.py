@@ -208,11 +208,12 @@ def main() -> None:
         " timed;"
         f" {os.cpu_count()} CPUs, load average {load:.1f} at the start, {os.getloadavg()[0]:.1f}"
         " at the end")
-  print("| staleness | engines | steps/hour | vs first | step s | update s | rollout s | trainer idle |"
-        " wall s (all steps) | waits/episode | mean reward |")
+  print("| staleness | engines | steps/hour | vs first | step s | update s | rollout s |"
+        " trainer idle | wall s (all steps) | waits/episode | mean reward |")
   print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
   for r in results:
-    print(f"| {r['staleness']} | {r['engines']} | {r['steps_per_hour']:.0f} | {r['steps_per_hour'] / base:.2f}x |"
+    print(f"| {r['staleness']} | {r['engines']} | {r['steps_per_hour']:.0f} |"
+          f" {r['steps_per_hour'] / base:.2f}x |"
           f" {r['step_s']:.2f} | {r['update_s']:.2f} | {r['rollout_s']:.2f} |"
           f" {100 * r['idle_share']:.0f}% | {r['wall_s']:.0f} | {r['waits_per_episode']:.2f} |"
           f" {r['reward_mean']:.3f} |")

@@ -222,8 +222,8 @@ class Trainer:
 
     def one_step(step: int) -> dict:
       start = time.perf_counter()
-      # Every step up to step + s (and the last) is played or playing by the current version
-      # (self.step, which is step - 1) or an earlier one; what is not is started now.
+      # Every step up to step + s (none past the last) is played or playing by the current
+      # version (self.step, which is step - 1) or an earlier one; what is not starts now.
       served = None
       for later in range(step + len(self.ahead), min(step + staleness, total) + 1):
         engine = engines[later % len(engines)]
