@@ -1,13 +1,18 @@
-"""The device JAX runs on and its peak bf16 matmul rate and memory bandwidth (vendor datasheets),
-so that benchmarks report MFU (train) and the fraction of memory bandwidth used (decode).
+"""The device JAX runs on and its peak matmul rate and memory bandwidth, so that benchmarks report
+MFU (train), the fraction of memory bandwidth (decode) and the fraction of the matmul rate (decode,
+where a CPU is compute-bound) against what the device can do.
 
-Peaks are per chip, dense (no sparsity). A device kind missing from the table (a CPU, say) has no
-peak: its fractions are reported as n/a.
+Peaks are per chip, dense (no sparsity): the vendors' bf16 datasheet figures for known accelerators.
+A device kind missing from the table (a CPU, say) has no datasheet: its peaks are measured once, on
+the spot, as the best rate of large matmuls in the benchmark's dtype and of a large reduction. That
+makes them attainable rates, not theoretical ones, so a fraction near 1 means no implementation of
+the same computation could be much faster on this machine.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import jax
 import jax.numpy as jnp
@@ -34,6 +39,7 @@ class Device:
   count: int
   peak_flops: float | None  # per chip
   peak_bytes_per_s: float | None  # per chip
+  peak_source: str = "datasheet"  # "datasheet", "measured" (no datasheet entry) or "none"
 
   def mfu(self, flops_per_s: float) -> float | None:
     """Model FLOP/s over the peak of every chip used."""
@@ -46,16 +52,55 @@ class Device:
     return dataclasses.asdict(self)
 
 
-def current_device() -> Device:
-  """The default backend's first device kind, how many there are, and its peaks if known."""
+def _best_seconds(fn, *args, repeats: int = 3) -> float:
+  jax.block_until_ready(fn(*args))  # compile
+  best = float("inf")
+  for _ in range(repeats):
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    best = min(best, time.perf_counter() - start)
+  return best
+
+
+def measured_peaks(dtype: str = "float32", sizes=(2048, 4096),
+                   read_bytes: int = 256 * 2**20) -> tuple[float, float]:
+  """(FLOP/s, bytes/s) this device reaches: the best of square `dtype` matmuls of `sizes` and of
+  summing a `read_bytes` array. On a shared machine the neighbours lower both, as they lower the
+  benchmark itself."""
+  matmul = jax.jit(jnp.matmul)
+  flops = 0.0
+  for n in sizes:
+    a = jnp.ones((n, n), dtype)
+    flops = max(flops, 2 * n**3 / _best_seconds(matmul, a, a))
+  x = jnp.ones((read_bytes // 4,), jnp.float32)
+  return flops, read_bytes / _best_seconds(jax.jit(jnp.sum), x)
+
+
+def current_device(measure_dtype: str | None = "float32") -> Device:
+  """The default backend's first device kind, how many there are, and its peaks: the datasheet's
+  if the kind is known, else measured with `measure_dtype` matmuls (None: no peaks, n/a)."""
   devices = jax.devices()
   kind = devices[0].device_kind
-  peak = next(((f, b) for name, f, b in PEAKS if name.lower() in kind.lower()), (None, None))
-  return Device(kind, devices[0].platform, len(devices), *peak)
+  peak = next(((f, b) for name, f, b in PEAKS if name.lower() in kind.lower()), None)
+  if peak is not None:
+    return Device(kind, devices[0].platform, len(devices), *peak)
+  if measure_dtype is None:
+    return Device(kind, devices[0].platform, len(devices), None, None, "none")
+  return Device(kind, devices[0].platform, len(devices), *measured_peaks(measure_dtype),
+                "measured")
 
 
 def percent(fraction: float | None) -> str:
   return "n/a" if fraction is None else f"{100 * fraction:.1f}%"
+
+
+def peaks_line(device: Device) -> str:
+  """One sentence for a benchmark's report: the device and where its peaks come from."""
+  head = f"Device: {device.kind} x {device.count} ({device.platform})"
+  if device.peak_flops is None:
+    return head + "; no peak known, fractions n/a."
+  return (head + f"; peak {device.peak_flops / 1e9:.1f} GFLOP/s and"
+          f" {device.peak_bytes_per_s / 1e9:.1f} GB/s a chip ({device.peak_source}).")
 
 
 def train_flops_per_token(config, seq_len: int) -> float:
@@ -66,6 +111,19 @@ def train_flops_per_token(config, seq_len: int) -> float:
                                  else config.vocab_size * config.hidden_size)
   attention = 12 * config.num_layers * config.num_heads * config.head_dim * seq_len
   return 6 * weights + attention
+
+
+def generate_flops(config, batch: int, prompt_len: int, new_tokens: int) -> float:
+  """Matmul FLOPs a call that generates `new_tokens` per sequence must do at least: the prompt and
+  every generated token but the last through the trunk (2 per weight, the embedding table is a
+  lookup), the vocabulary projection only where a token is drawn (the prompt's last position and
+  each step), and attention over each token's context (QK and PV, 2 FLOPs a multiply-add each)."""
+  unembed = config.vocab_size * config.hidden_size
+  trunk = config.num_params - unembed * (1 if config.tie_word_embeddings else 2)
+  through_trunk = prompt_len + new_tokens - 1
+  contexts = through_trunk * (through_trunk + 1) / 2  # position t attends over t + 1 keys
+  attention = 4 * config.num_layers * config.num_heads * config.head_dim * contexts
+  return batch * (2 * trunk * through_trunk + 2 * unembed * new_tokens + attention)
 
 
 def decode_bytes_per_step(config, batch: int, context: float) -> float:

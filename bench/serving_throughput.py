@@ -39,7 +39,9 @@ warm-up and two timed calls per cell; see bench/README.md for the run time), or 
 It prints the tables and writes `results.md` and `results.json` to `--out` (default `runs/bench`).
 The device is JAX's default backend; each row also gives the fraction of the device's memory
 bandwidth our decode used (the bytes a step must read, weights and KV, times steps per second,
-prefill time included, so a lower bound; n/a on a CPU). `--one-by-one` serves on the engine's path
+prefill time included, so a lower bound) and, for ours and Tunix, the fraction of its matmul rate
+(the FLOPs the call must do over its wall time); on a CPU the peaks are measured on the spot
+(`device_peaks.measured_peaks`). `--one-by-one` serves on the engine's path
 before issue 16 (one prompt per prefill, one decode step per dispatch, the whole cache attended).
 On an accelerator, `bench/accelerator.sh` runs the Qwen3 0.6B and 1.7B presets in bf16.
 """
@@ -67,7 +69,8 @@ from toolorch_jax.serving import Driver, Engine, EngineClient, EngineConfig, Sam
 from toolorch_jax.tokenizer import SentencePieceTokenizer, train_sentencepiece
 
 sys.path.insert(0, str(Path(__file__).parent))
-from device_peaks import current_device, decode_bytes_per_step, percent  # noqa: E402
+from device_peaks import (current_device, decode_bytes_per_step, generate_flops,  # noqa: E402
+                          peaks_line, percent)
 
 TOKENIZER_VOCAB = 2048  # below every benchmarked model's vocabulary
 PROMPT_SEED = 0
@@ -325,6 +328,11 @@ def bench_config(name: str, args, tokenizer, work: Path) -> dict:
     if hf_model is not None:
       run["transformers"] = run_transformers(hf_model, batch, args.new_tokens, args.repeats)
       run["agree_transformers"] = agreement(run["ours"], run["transformers"])
+    flops = generate_flops(config, c, args.prompt_len, args.new_tokens)
+    for sampler in ("ours", "tunix", "transformers"):
+      if sampler in run:
+        call_seconds = c * args.new_tokens / run[sampler]["tok_s"]
+        run[sampler]["flops_fraction"] = args.device.mfu(flops / call_seconds)
     print(f"  {name} C={c}: " + ", ".join(
         f"{k} {run[k]['tok_s']:.1f} tok/s (warm-up {run[k]['warmup_s']:.1f} s)"
         for k in ("ours", "tunix", "transformers") if k in run), flush=True)
@@ -339,20 +347,25 @@ def _cell(value, fmt: str) -> str:
 
 
 def tables(reports: list[dict], prompt_len: int, new_tokens: int, device) -> str:
-  lines = [f"Device: {device.kind} x {device.count} ({device.platform}).", "",
-           "| config | params | dtype | concurrency | tok/s ours | ours mem BW | tok/s Tunix"
-           " | tok/s transformers | ours/Tunix | ours/transformers |",
-           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+  lines = [peaks_line(device), "",
+           "| config | params | dtype | concurrency | tok/s ours | ours mem BW | ours FLOP/s"
+           " | tok/s Tunix | Tunix FLOP/s | tok/s transformers | ours/Tunix | ours/transformers |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
   for rep in reports:
     for run in rep["runs"]:
       ours = run["ours"]["tok_s"]
       tunix = run.get("tunix", {}).get("tok_s")
       hf = run.get("transformers", {}).get("tok_s")
+      tunix_flops = percent(run["tunix"]["flops_fraction"]) if tunix else "—"
       lines.append(
           f"| {rep['config']} | {rep['params'] / 1e6:.1f}M | {rep['dtype']} | {run['concurrency']}"
           f" | {ours:.1f} | {percent(run['ours']['bandwidth_fraction'])}"
-          f" | {_cell(tunix, '.1f')} | {_cell(hf, '.1f')}"
+          f" | {percent(run['ours']['flops_fraction'])} | {_cell(tunix, '.1f')} | {tunix_flops}"
+          f" | {_cell(hf, '.1f')}"
           f" | {_cell(tunix and ours / tunix, '.2f')} | {_cell(hf and ours / hf, '.2f')} |")
+  lines += ["", "Mem BW and FLOP/s: the share of the device's peak (above) that the least bytes"
+            " a decode step must read, and the least matmul FLOPs the call must do"
+            " (`device_peaks.generate_flops`), reach at the measured tok/s, prefill included."]
   lines += ["", "Warm-up (compile) seconds, ours / Tunix / transformers:", ""]
   for rep in reports:
     for run in rep["runs"]:

@@ -12,9 +12,10 @@ packed rows, one micro-batch); Tunix's model runs under
 `nnx.jit` with `nnx.Optimizer`; transformers runs eagerly in torch (2 threads). Each side gets
 warm-up steps (compilation excluded), then the best of `--repeats` timed runs of `--steps` steps.
 
-The device is JAX's default backend (transformers stays on the CPU); ours is also reported as MFU:
-model FLOPs per token (`device_peaks.train_flops_per_token`) times tokens/s over the device's peak
-bf16 rate (n/a on a CPU). `--skip-tunix` / `--skip-transformers` leave a side out (on an accelerator
+The device is JAX's default backend (transformers stays on the CPU); each side on that device is
+also reported as MFU: model FLOPs per token (`device_peaks.train_flops_per_token`) times tokens/s
+over the device's peak (an accelerator's bf16 datasheet rate; on a CPU the float32 matmul rate
+measured on the spot, so an MFU near 100% leaves no room for a faster implementation). `--skip-tunix` / `--skip-transformers` leave a side out (on an accelerator
 `bench/accelerator.sh` runs ours alone on the Qwen3 0.6B and 1.7B presets in bf16).
 
 Run in the benchmark venv (see bench/README.md): `../bench-venv/bin/python bench/train_step_throughput.py`
@@ -40,7 +41,7 @@ from toolorch_jax.rl.batch import Sample, pack
 from toolorch_jax.rl.train_step import OptimConfig, TrainStep, build_optimizer, sft_objective
 
 sys.path.insert(0, str(Path(__file__).parent))
-from device_peaks import current_device, percent, train_flops_per_token  # noqa: E402
+from device_peaks import current_device, peaks_line, percent, train_flops_per_token  # noqa: E402
 from serving_throughput import load_tunix, set_tunix_rope_theta  # noqa: E402
 
 
@@ -172,7 +173,9 @@ def main() -> None:
            "workload": args.workload, "loss_chunk_tokens": args.loss_chunk_tokens,
            "row_len": row_len,
            **{f"{k}_tok_s": tokens_per_step / v for k, v in per_step.items()}}
-    row["ours_mfu"] = device.mfu(row["ours_tok_s"] * train_flops_per_token(config, args.seq_len))
+    for trainer in [k for k in per_step if k != "transformers" or device.platform == "cpu"]:
+      row[f"{trainer}_mfu"] = device.mfu(row[f"{trainer}_tok_s"]
+                                         * train_flops_per_token(config, args.seq_len))
     for other in ("tunix", "transformers"):
       if f"{other}_tok_s" in row:
         row[f"ours_over_{other}"] = row["ours_tok_s"] / row[f"{other}_tok_s"]
@@ -185,13 +188,16 @@ def main() -> None:
            f"{args.batch} x {args.seq_len} tokens in groups of {args.group_size} sharing"
            f" {args.prompt_len}-token prompts, loss on the rest; ours packed in rows of"
            f" {row_len}")
-  lines = [f"Device: {device.kind} x {device.count} ({device.platform}); workload {args.workload}"
-           f" ({shape}); ours with train.loss_chunk_tokens = {args.loss_chunk_tokens}.", "",
-           "| config | params | dtype | ours tok/s | ours MFU | Tunix tok/s | transformers tok/s"
-           " | ours/Tunix | ours/transformers |", "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+  mfu = lambda row, trainer: percent(row[f"{trainer}_mfu"]) if f"{trainer}_mfu" in row else "—"
+  lines = [peaks_line(device), "", f"Workload {args.workload} ({shape}); ours with"
+           f" train.loss_chunk_tokens = {args.loss_chunk_tokens}.", "",
+           "| config | params | dtype | ours tok/s | ours MFU | Tunix tok/s | Tunix MFU"
+           " | transformers tok/s | transformers MFU | ours/Tunix | ours/transformers |",
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
   lines += [f"| {r['config']} | {r['params'] / 1e6:.1f}M | {r['dtype']} | {r['ours_tok_s']:.0f}"
-            f" | {percent(r['ours_mfu'])} | {cell(r, 'tunix_tok_s', '.0f')}"
-            f" | {cell(r, 'transformers_tok_s', '.0f')} | {cell(r, 'ours_over_tunix', '.2f')}"
+            f" | {mfu(r, 'ours')} | {cell(r, 'tunix_tok_s', '.0f')} | {mfu(r, 'tunix')}"
+            f" | {cell(r, 'transformers_tok_s', '.0f')} | {mfu(r, 'transformers')}"
+            f" | {cell(r, 'ours_over_tunix', '.2f')}"
             f" | {cell(r, 'ours_over_transformers', '.2f')} |" for r in rows]
   stem = "train_step" if args.workload == "sft" else f"train_step_{args.workload}"
   (out / f"{stem}.md").write_text("\n".join(lines) + "\n")
