@@ -1,10 +1,10 @@
 """The device JAX runs on and its peak matmul rate and memory bandwidth, so that benchmarks report
-MFU (train), the fraction of memory bandwidth (decode) and the fraction of the matmul rate (decode,
-where a CPU is compute-bound) against what the device can do.
+MFU (train), and the fractions of memory bandwidth and of the matmul rate (decode), against what
+the device can do.
 
 Peaks are per chip, dense (no sparsity): the vendors' bf16 datasheet figures for known accelerators.
 A device kind missing from the table (a CPU, say) has no datasheet: its peaks are measured once, on
-the spot, as the best rate of large matmuls in the benchmark's dtype and of a large reduction. That
+the spot, as the best rate of large float32 matmuls and of a large reduction. That
 makes them attainable rates, not theoretical ones, so a fraction near 1 means no implementation of
 the same computation could be much faster on this machine.
 """
@@ -39,7 +39,7 @@ class Device:
   count: int
   peak_flops: float | None  # per chip
   peak_bytes_per_s: float | None  # per chip
-  peak_source: str = "datasheet"  # "datasheet", "measured" (no datasheet entry) or "none"
+  peak_source: str = "datasheet"  # or "measured" (no datasheet entry)
 
   def mfu(self, flops_per_s: float) -> float | None:
     """Model FLOP/s over the peak of every chip used."""
@@ -76,18 +76,15 @@ def measured_peaks(dtype: str = "float32", sizes=(2048, 4096),
   return flops, read_bytes / _best_seconds(jax.jit(jnp.sum), x)
 
 
-def current_device(measure_dtype: str | None = "float32") -> Device:
+def current_device() -> Device:
   """The default backend's first device kind, how many there are, and its peaks: the datasheet's
-  if the kind is known, else measured with `measure_dtype` matmuls (None: no peaks, n/a)."""
+  if the kind is known, else measured (float32 matmuls)."""
   devices = jax.devices()
   kind = devices[0].device_kind
   peak = next(((f, b) for name, f, b in PEAKS if name.lower() in kind.lower()), None)
   if peak is not None:
     return Device(kind, devices[0].platform, len(devices), *peak)
-  if measure_dtype is None:
-    return Device(kind, devices[0].platform, len(devices), None, None, "none")
-  return Device(kind, devices[0].platform, len(devices), *measured_peaks(measure_dtype),
-                "measured")
+  return Device(kind, devices[0].platform, len(devices), *measured_peaks(), "measured")
 
 
 def percent(fraction: float | None) -> str:
@@ -96,10 +93,8 @@ def percent(fraction: float | None) -> str:
 
 def peaks_line(device: Device) -> str:
   """One sentence for a benchmark's report: the device and where its peaks come from."""
-  head = f"Device: {device.kind} x {device.count} ({device.platform})"
-  if device.peak_flops is None:
-    return head + "; no peak known, fractions n/a."
-  return (head + f"; peak {device.peak_flops / 1e9:.1f} GFLOP/s and"
+  return (f"Device: {device.kind} x {device.count} ({device.platform});"
+          f" peak {device.peak_flops / 1e9:.1f} GFLOP/s and"
           f" {device.peak_bytes_per_s / 1e9:.1f} GB/s a chip ({device.peak_source}).")
 
 

@@ -15,8 +15,9 @@ warm-up steps (compilation excluded), then the best of `--repeats` timed runs of
 The device is JAX's default backend (transformers stays on the CPU); each side on that device is
 also reported as MFU: model FLOPs per token (`device_peaks.train_flops_per_token`) times tokens/s
 over the device's peak (an accelerator's bf16 datasheet rate; on a CPU the float32 matmul rate
-measured on the spot, so an MFU near 100% leaves no room for a faster implementation). `--skip-tunix` / `--skip-transformers` leave a side out (on an accelerator
-`bench/accelerator.sh` runs ours alone on the Qwen3 0.6B and 1.7B presets in bf16).
+measured on the spot, so an MFU near 100% leaves no room for a faster implementation).
+`--skip-tunix` / `--skip-transformers` leave a side out (on an accelerator `bench/accelerator.sh`
+runs ours alone on the Qwen3 0.6B and 1.7B presets in bf16).
 
 Run in the benchmark venv (see bench/README.md): `../bench-venv/bin/python bench/train_step_throughput.py`
 """
