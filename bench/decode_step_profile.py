@@ -38,7 +38,7 @@ import numpy as np
 
 from toolorch_jax.model import create_model, load_model_config
 from toolorch_jax.serving import Engine, SamplingParams
-from toolorch_jax.serving.engine import PrefillInput, next_power_of_two
+from toolorch_jax.serving.engine import PrefillInput
 
 sys.path.insert(0, str(Path(__file__).parent))
 from device_peaks import current_device, generate_flops, peaks_line  # noqa: E402
@@ -98,15 +98,19 @@ def call_phases(engine: Engine, prompts: np.ndarray, new_tokens: int, repeats: i
   return best
 
 
+def batched_prefill(model, tokens: jax.Array, cache_length: int):
+  """The bare model's prefill of every row at once: (last position's logits [B, V], cache)."""
+  batch, length = tokens.shape
+  positions = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch, length))
+  logits, cache = model(tokens, positions, model.init_cache(batch, cache_length),
+                        logits_at=jnp.full((batch,), length - 1))
+  return logits[:, 0], cache
+
+
 def static_loop_seconds(model, prompts: np.ndarray, new_tokens: int, repeats: int) -> float:
   """Seconds of `new_tokens` greedy steps of the bare model in one program, prefill excluded."""
   batch, length = prompts.shape
-  positions = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch, length))
-
-  def prefill(tokens):
-    cache = model.init_cache(batch, length + new_tokens)
-    logits, cache = model(tokens, positions, cache, logits_at=jnp.full((batch,), length - 1))
-    return logits[:, 0], cache
+  prefill = lambda tokens: batched_prefill(model, tokens, length + new_tokens)
 
   def generate(tokens):
     def step(i, carry):
@@ -152,21 +156,27 @@ def op_sources(hlo_text: str) -> dict[str, str]:
 def traced_ops(engine: Engine, prompts: np.ndarray, new_tokens: int, trace_dir: Path) -> dict:
   """ms per decode step by source, from a profiler trace of one call's generate dispatches."""
   state, _, _ = prefill_and_insert(engine, prompts, new_tokens)
+  # Record the attention buckets the engine picks (each its own program) as it dispatches.
+  generate_fn, attends = engine._generate_fn, set()  # pylint: disable=protected-access
+
+  def recording(*args, attend: int):
+    attends.add(attend)
+    return generate_fn(*args, attend=attend)
+
+  engine._generate_fn = recording  # pylint: disable=protected-access
+  try:
+    with jax.profiler.trace(str(trace_dir), create_perfetto_trace=True):
+      state, _ = decode(engine, state, new_tokens)
+  finally:
+    engine._generate_fn = generate_fn  # pylint: disable=protected-access
+  # The programs' instruction names coincide, so a name is attributed only where every program
+  # agrees on its source.
   params, version = engine._params(None)  # pylint: disable=protected-access
-  # Each attention bucket the dispatches use is its own program; their instruction names
-  # coincide, so a name is attributed only where every program agrees on its source.
-  config, longest = engine.config, prompts.shape[1]
-  attends = {next_power_of_two(min(longest + done + config.decode_steps, config.max_cache_length),
-                               config.min_attention_length, config.max_cache_length)
-             for done in range(0, new_tokens, config.decode_steps)}
   sources: dict[str, str] = {}
   for attend in sorted(attends):
-    hlo = engine._generate_fn.lower(params, state, jnp.int32(version),  # pylint: disable=protected-access
-                                    attend=attend).compile().as_text()
+    hlo = generate_fn.lower(params, state, jnp.int32(version), attend=attend).compile().as_text()
     for name, source in op_sources(hlo).items():
       sources[name] = source if sources.get(name, source) == source else "?: differs by bucket"
-  with jax.profiler.trace(str(trace_dir), create_perfetto_trace=True):
-    decode(engine, state, new_tokens)
   trace = sorted(glob.glob(str(trace_dir / "**" / "*.trace.json.gz"), recursive=True))[-1]
   micros = collections.Counter()
   for event in json.load(gzip.open(trace))["traceEvents"]:
@@ -181,11 +191,8 @@ def prefill_invariance(model, prompts: np.ndarray, sizes: tuple[int, ...]) -> li
 
   @jax.jit
   def prefill(tokens):
-    batch = tokens.shape[0]
-    cache = model.init_cache(batch, length)
-    positions = jnp.broadcast_to(jnp.arange(length, dtype=jnp.int32), (batch, length))
-    logits, cache = model(tokens, positions, cache, logits_at=jnp.full((batch,), length - 1))
-    return logits[0, 0], cache.keys[-1][0], cache.values[-1][0]
+    logits, cache = batched_prefill(model, tokens, length)
+    return logits[0], cache.keys[-1][0], cache.values[-1][0]
 
   alone = [np.asarray(a) for a in prefill(jnp.asarray(prompts[:1], jnp.int32))]
   rows = []
