@@ -15,7 +15,7 @@ SHORT = ["train.steps=2", "warmstart.steps=3", "warmstart.demonstrations=32", "r
          "rollout.tasks_per_step=2", "rollout.group_size=4", "train.progress=false",
          "train.tensorboard=false"]
 PROFILE_KEYS = {"mean_reward", "accuracy", "mean_cost_usd", "mean_latency_s", "tool_mix", "n", "utility",
-                "decisions"}
+                "decisions", "unfinished"}
 
 
 def test_short_local_run_writes_the_report(tmp_path):
@@ -29,6 +29,7 @@ def test_short_local_run_writes_the_report(tmp_path):
     for summary in saved[stage].values():
       assert set(summary) == PROFILE_KEYS and summary["n"] == 6
       assert set(summary["tool_mix"]) == {"answer-1", "answer-2"}
+      assert sum(summary["unfinished"].values()) <= summary["n"] and "env" not in summary["unfinished"]
   baselines = saved["baselines"]
   assert {"always_strong", "always_weak", "random_at_matched_cost", "oracle"} <= set(baselines)
   for name in ("always_strong", "always_weak", "oracle"):

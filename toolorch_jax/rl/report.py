@@ -27,6 +27,7 @@ from toolorch_jax.rl.config import RunConfig
 from toolorch_jax.rl.targets import check_targets
 from toolorch_jax.rollout.engine_rollout import Rollout
 from toolorch_jax.rollout.summary import summarize
+from toolorch_jax.rollout.trajectory import EpisodeEnd
 
 ALL_TASKS = "all tasks"
 
@@ -61,6 +62,9 @@ def _profile_summary(env: Environment, trajectories, rewards, preference: Prefer
       "mean_latency_s": summary["mean_latency_s"],
       "tool_mix": mix,
       "n": summary["n_tasks"],
+      # episodes the environment did not end (out of context, cut at a turn's budget, ...): they
+      # score 0 whatever the policy chose, so a budget too small for the longest tasks shows here
+      "unfinished": {end: n for end, n in sorted(summary["finish"].items()) if end != EpisodeEnd.ENV},
   }
   if preference is not None:
     result["utility"] = _utility(preference, result)
@@ -130,13 +134,16 @@ def _is_per_profile(point: dict[str, Any]) -> bool:
 def _markdown(report: dict) -> str:
   lines = [f"# toolorch_jax run: {report['env']}", "",
            f"Wall time {report['wall_seconds']:.0f} s, peak memory {report['peak_memory_mib']:.0f} MiB.", "",
-           "| stage | profile | reward | accuracy | cost / task (USD) | latency (s) | tool mix | n |",
-           "|---|---|---:|---:|---:|---:|---|---:|"]
+           "| stage | profile | reward | accuracy | cost / task (USD) | latency (s) | tool mix | n |"
+           " unfinished |",
+           "|---|---|---:|---:|---:|---:|---|---:|---|"]
   for stage in ("before", "after"):
     for profile, s in report[stage].items():
       mix = ", ".join(f"{k} {v:.0%}" for k, v in s["tool_mix"].items())
+      unfinished = ", ".join(f"{end} {n}" for end, n in s.get("unfinished", {}).items())
       lines.append(f"| {stage} | {profile} | {s['mean_reward']:.3f} | {s['accuracy']:.3f} |"
-                   f" {s['mean_cost_usd']:.6f} | {s['mean_latency_s']:.2f} | {mix} | {s['n']} |")
+                   f" {s['mean_cost_usd']:.6f} | {s['mean_latency_s']:.2f} | {mix} | {s['n']} |"
+                   f" {unfinished} |")
   if report["baselines"]:
     lines += ["", "| baseline | accuracy | cost / task (USD) |", "|---|---:|---:|"]
     for name, point in report["baselines"].items():
