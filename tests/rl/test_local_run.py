@@ -60,3 +60,24 @@ def test_short_local_run_writes_the_report(tmp_path):
   assert (tmp_path / "tokenizer" / "tokenizer.model").is_file()
   assert (tmp_path / "warmstart" / "model" / "model.yaml").is_file()
   assert len((tmp_path / "metrics.jsonl").read_text().splitlines()) == 2
+
+
+def test_short_long_run_warm_starts_on_the_branches_its_reward_chose(tmp_path):
+  overrides = [o for o in SHORT if not o.startswith("warmstart.demonstrations")]
+  config = load_config(RunConfig, config_dir() / "local-long.yaml",
+                       overrides + ["warmstart.demonstrations=16", "model.preset=local"])
+  report = run_training(config, tmp_path)
+  selection = json.loads((tmp_path / "warmstart" / "selection.json").read_text())
+  assert (selection["tasks"], selection["branches"], selection["not_ended_by_env"]) == (16, 32, 0)
+  env = build_env(config.env)
+  by_prompt = {t.prompt: t for t in env.tasks("train")}
+  demos = [json.loads(line) for line in (tmp_path / "warmstart" / "demonstrations.jsonl").read_text().splitlines()]
+  assert len(demos) == 16
+  for demo in demos:  # each keeps the better side of its decision, by the run's utility
+    task = by_prompt[next(m["content"] for m in demo["messages"] if m["role"] == "user").rpartition("\n\n")[0]]
+    right = task.metadata["correct"]
+    decision = [m for m in demo["messages"] if m["role"] == "assistant"][-1]["tool_calls"][0]["name"]
+    assert decision == ("answer" if right["answer-1"] and not right["answer-2"] else "accept")
+  assert set(report["before"]) == set(report["after"]) == {"balanced"}
+  assert set(report["targets"]) == {"utility_above_warm_start", "utility_above_always_strong",
+                                    "utility_above_always_weak", "accuracy_3pts_above_random_mixing"}

@@ -12,6 +12,7 @@ from toolorch_jax.rl.tokenizer_stage import tokenizer_corpus  # noqa: E402
 from toolorch_jax.tokenizer import render_chat  # noqa: E402
 
 LOCAL = config_dir() / "local.yaml"
+LONG = config_dir() / "local-long.yaml"
 TAU2 = config_dir() / "tau2_mock.yaml"
 
 
@@ -35,6 +36,9 @@ def checked(path, *overrides):
      "rollout.split: unknown split 'train' of τ² domain 'mock'; splits: ['base']"),
     (LOCAL, ["report.split=dev"],
      "report.split: unknown split 'dev' of the routing environment; splits: train, test"),
+    (TAU2, ["warmstart.selection=reward"],
+     "warmstart.selection: environment 'tau2' has no demonstration_branches (its abilities:"
+     " demonstrations, gold_script)"),
     (TAU2, ["report.targets=[{name: r, against: 'profile:cost first'}]"],
      "report.targets[0]: no profile 'cost first' in environment 'tau2' (profiles: all tasks)"),
 ])
@@ -53,6 +57,7 @@ def test_bad_targets_name_the_field():
 
 def test_the_shipped_runs_pass_their_checks():
   checked(LOCAL)
+  checked(LONG)
   checked(TAU2)
 
 

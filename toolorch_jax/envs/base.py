@@ -32,6 +32,8 @@ class Ability(enum.Enum):
   """Optional abilities; the value is the method that provides it."""
 
   DEMONSTRATIONS = "demonstrations"  # conversations for a supervised warm start
+  # the same, with every choice of one decision, for a warm start chosen by the reward
+  DEMONSTRATION_BRANCHES = "demonstration_branches"
   PROFILES = "profiles"  # named preference profiles, evaluated one by one in the report
   BASELINES = "baselines"  # fixed routings' accuracy and cost, for the report
   GOLD_POLICY = "gold_script"  # a replay of each task's gold solution (a self-check)
@@ -46,6 +48,15 @@ class Reply:
   text: str
   cost_usd: float = 0.0
   latency_s: float = 0.0
+
+
+@dataclasses.dataclass
+class Branches:
+  """Demonstrations of one task that agree up to one decision and each take one of its choices
+  there: what a warm start chosen by the reward plays and picks from (`rl.branch_selection`)."""
+
+  task: Task
+  demonstrations: list[dict[str, Any]]
 
 
 class Episode(abc.ABC):
@@ -118,6 +129,12 @@ class Environment(abc.ABC):
   def demonstrations(self, tasks: Sequence[Task], count: int, seed: int) -> list[dict[str, Any]]:
     """`count` conversations `{"messages": [...], "tools": [...]}` on `tasks` for a warm start."""
     raise self._lacks(Ability.DEMONSTRATIONS)
+
+  def demonstration_branches(self, tasks: Sequence[Task], count: int, seed: int) -> list[Branches]:
+    """`count` demonstrations like `demonstrations`', each with every choice of one of its
+    decisions in place of the one drawn there (a single branch where nothing is decided). Tasks
+    are drawn pass by pass, each once per pass: a task's best branch is the same every time."""
+    raise self._lacks(Ability.DEMONSTRATION_BRANCHES)
 
   def profiles(self) -> Sequence[Preference]:
     """The named preference profiles tasks are drawn under."""

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from toolorch_jax.config import ConfigError
 from toolorch_jax.data.split import in_split
 from toolorch_jax.data.task import Preference, Task
-from toolorch_jax.envs.base import Environment, Episode, Script
+from toolorch_jax.envs.base import Branches, Environment, Episode, Script
 from toolorch_jax.envs.profiles import PreferenceDraw, ProfileConfig
 from toolorch_jax.tools.base import ToolCall, ToolContext, ToolResult
 from toolorch_jax.tools.pricing import estimate_tokens
@@ -209,27 +209,42 @@ class RoutingEnvironment(Environment):
     demos = []
     for _ in range(count):
       task = rng.choice(list(tasks))
-      episode = self.start(task)
-      first = rng.choice(self.models)
-      if rng.random() < 1 - self.settings.demo_consult_share:  # draws as before the setting existed
-        turns = [("answer", first)]
-      else:
-        if self.settings.demo_cascade:
-          first = self.cheapest
-        others = [("answer", m) for m in self.models if m != first]
-        turns = [("consult", first), rng.choice([("accept", None)] + others)]
-      messages = episode.messages()
-      priority = self._priority_line(task.preference)
-      for name, model in turns:
-        arguments = {} if model is None else {"model": model}
-        messages.append({"role": "assistant", "content": priority,
-                         "tool_calls": [{"name": name, "arguments": arguments}]})
-        if name == "consult":
-          messages.append({"role": "tool", "content": self.response(task, model)})
-        else:
-          messages.append({"role": "tool", "content": "submitted"})
-      demos.append({"messages": messages[:-1], "tools": self.schemas})
+      branches = self._branches(rng)
+      turns = branches[0] if len(branches) == 1 else rng.choice(branches)
+      demos.append(self._conversation(task, turns))
     return demos
+
+  def demonstration_branches(self, tasks: Sequence[Task], count: int, seed: int) -> list[Branches]:
+    """The demonstrations above, with both sides of the decision after a consult (accept, or each
+    escalation) in place of the one drawn: the choice a warm start chosen by the reward learns."""
+    rng = random.Random(seed)
+    order: list[Task] = []
+    while len(order) < count:
+      order += rng.sample(list(tasks), len(tasks))
+    return [Branches(task, [self._conversation(task, turns) for turns in self._branches(rng)])
+            for task in order[:count]]
+
+  def _branches(self, rng: random.Random) -> list[list[tuple[str, str | None]]]:
+    """A demonstration's calls, drawn up to its last decision: one list per choice there."""
+    first = rng.choice(self.models)
+    if rng.random() < 1 - self.settings.demo_consult_share:
+      return [[("answer", first)]]
+    if self.settings.demo_cascade:
+      first = self.cheapest
+    others = [("answer", m) for m in self.models if m != first]
+    return [[("consult", first), last] for last in [("accept", None)] + others]
+
+  def _conversation(self, task: Task, turns: Sequence[tuple[str, str | None]]) -> dict[str, Any]:
+    """The demonstration making `turns`' calls on `task`, the recorded answers as tool results."""
+    messages = self.start(task).messages()
+    priority = self._priority_line(task.preference)
+    for name, model in turns:
+      arguments = {} if model is None else {"model": model}
+      messages.append({"role": "assistant", "content": priority,
+                       "tool_calls": [{"name": name, "arguments": arguments}]})
+      content = self.response(task, model) if name == "consult" else "submitted"
+      messages.append({"role": "tool", "content": content})
+    return {"messages": messages[:-1], "tools": self.schemas}
 
   @staticmethod
   def _priority_line(preference: Preference | None) -> str:

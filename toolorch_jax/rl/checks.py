@@ -27,6 +27,8 @@ def check_run(config: RunConfig, env: Environment) -> None:
   tasks_of(env, config.rollout.split, "rollout.split")
   if config.warmstart.demonstrations and not config.model.init_from:
     env.require(Ability.DEMONSTRATIONS, "warmstart.demonstrations")
+    if config.warmstart.selection == "reward":
+      env.require(Ability.DEMONSTRATION_BRANCHES, "warmstart.selection")
   if not config.report.enabled:
     return
   tasks_of(env, config.report.split, "report.split")

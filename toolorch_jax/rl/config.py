@@ -59,6 +59,9 @@ class TrainSection:
                         f" {self.loss_chunk_tokens}")
 
 
+SELECTIONS = ("random", "reward")
+
+
 @dataclasses.dataclass
 class WarmStartConfig:
   """SFT on demonstrations the environment generates, before RL (0 demonstrations: none)."""
@@ -67,6 +70,15 @@ class WarmStartConfig:
   steps: int = 50
   batch_size: int = 32
   learning_rate: float = 1e-3
+  # random: every choice in the demonstrations drawn by chance; reward: at one decision, every
+  # choice played through the environment and the one the run's reward scores highest kept
+  # (rejection sampling on the rollout split, `rl.branch_selection`)
+  selection: str = "random"
+
+  def __post_init__(self):
+    if self.selection not in SELECTIONS:
+      raise ConfigError(f"warmstart.selection must be one of {', '.join(SELECTIONS)},"
+                        f" got '{self.selection}'")
 
 
 @dataclasses.dataclass

@@ -20,6 +20,7 @@ from toolorch_jax.distributed import allgather_objects, barrier, is_primary
 from toolorch_jax.envs.base import Environment
 from toolorch_jax.envs.registry import build_env
 from toolorch_jax.model import local_mesh
+from toolorch_jax.rl.branch_selection import select_branches
 from toolorch_jax.rl.checks import check_run
 from toolorch_jax.rl.config import RunConfig, SFTConfig, SFTData
 from toolorch_jax.rl.report import evaluate_profiles, write_report
@@ -31,16 +32,35 @@ from toolorch_jax.rollout.engine_rollout import Rollout
 from toolorch_jax.tokenizer import Tokenizer
 
 
-def demonstrations(config: RunConfig, env: Environment, workdir: Path) -> list[dict[str, Any]]:
-  """The warm start's demonstrations, generated once into `workdir/warmstart` (by process 0)."""
+def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> None:
+  path.parent.mkdir(parents=True, exist_ok=True)
+  path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+
+def prepare_demonstrations(config: RunConfig, env: Environment, workdir: Path) -> Tokenizer:
+  """Writes the warm start's demonstrations once into `workdir/warmstart` (process 0) and
+  returns the run's tokenizer, which knows their texts. With `warmstart.selection: reward` the
+  tokenizer learns every branch (it tokenises the episodes that choose between them), and the
+  demonstrations are the branches the run's reward chose (`selection.json` says how they
+  compared)."""
+  ws = config.warmstart
   path = workdir / "warmstart" / "demonstrations.jsonl"
+  tasks = env.tasks(config.rollout.split)
+  if ws.selection == "random":
+    if is_primary() and not path.is_file():
+      _write_jsonl(path, env.demonstrations(tasks, ws.demonstrations, config.train.seed))
+    barrier("demonstrations")
+    return prepare_tokenizer(config, env, workdir,
+                             [json.loads(line) for line in path.read_text().splitlines()])
+  groups = env.demonstration_branches(tasks, ws.demonstrations, config.train.seed)
+  tokenizer = prepare_tokenizer(config, env, workdir,
+                                [demo for group in groups for demo in group.demonstrations])
   if is_primary() and not path.is_file():
-    demos = env.demonstrations(env.tasks(config.rollout.split), config.warmstart.demonstrations,
-                               config.train.seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(d, ensure_ascii=False) + "\n" for d in demos))
+    selection = select_branches(env, groups, config.rewards, tokenizer, config.rollout)
+    _write_jsonl(path, selection.demonstrations)
+    (path.parent / "selection.json").write_text(json.dumps(selection.summary, indent=2))
   barrier("demonstrations")
-  return [json.loads(line) for line in path.read_text().splitlines()]
+  return tokenizer
 
 
 def warm_start(config: RunConfig, tokenizer: Tokenizer, workdir: Path) -> str:
@@ -84,11 +104,12 @@ def run_training(config: RunConfig, workdir: str | Path) -> dict | None:
   warm = bool(config.warmstart.demonstrations and not config.model.init_from)
 
   # ----- tokenizer and warm start -----------------------------------------------------------------
-  demos = demonstrations(config, env, workdir) if warm else []
-  tokenizer = prepare_tokenizer(config, env, workdir, demos)
   if warm:
+    tokenizer = prepare_demonstrations(config, env, workdir)
     config = dataclasses.replace(config, model=dataclasses.replace(
         config.model, init_from=warm_start(config, tokenizer, workdir)))
+  else:
+    tokenizer = prepare_tokenizer(config, env, workdir, [])
 
   # ----- GRPO, with the held-out evaluation before and after --------------------------------------
   trainer = Trainer(config, workdir, tokenizer, env)
