@@ -11,7 +11,9 @@ from flax import nnx
 from toolorch_jax.model import MeshConfig, create_model, load_model_config, make_mesh
 from toolorch_jax.rl.batch import Sample, micro_batch_rows, pack
 from toolorch_jax.rl.grpo import GRPOConfig
-from toolorch_jax.rl.train_step import TrainStep, grpo_objective, sft_objective
+from toolorch_jax.config import ConfigError
+from toolorch_jax.rl.train_step import (OptimConfig, TrainStep, build_optimizer, grpo_objective,
+                                        sft_objective)
 
 CONFIG = load_model_config("tiny")
 
@@ -274,3 +276,23 @@ def test_a_new_micro_batch_count_compiles_nothing_new():
   # (only the program that slices micro-batch i out of the placed batch is per count)
   assert [f._cache_size() for f in (steps._zeros, steps._accumulate, steps._apply)] == [1, 1, 1]
   assert steps._micro._cache_size() == 2
+
+
+@pytest.mark.parametrize("warmup", [0, 3])
+def test_the_learning_rate_rises_over_the_warmup_then_follows_a_cosine_to_zero(warmup):
+  """Adam's step on a constant gradient is the rate itself, so the steps read the schedule:
+  linear from 0 over the warmup, then lr * (1 + cos(pi * t / T)) / 2 (SGDR without restarts)."""
+  rate, decay = 0.1, 8
+  optimizer = build_optimizer(OptimConfig(learning_rate=rate, weight_decay=0.0, warmup_steps=warmup,
+                                          decay_steps=decay))
+  params = jnp.zeros(())
+  state = optimizer.init(params)
+  steps = []
+  for _ in range(warmup + decay + 2):
+    updates, state = optimizer.update(jnp.array(0.5), state, params)
+    steps.append(-float(updates))
+  expected = [rate * t / warmup for t in range(warmup)]
+  expected += [rate * (1 + np.cos(np.pi * min(t, decay) / decay)) / 2 for t in range(decay + 2)]
+  np.testing.assert_allclose(steps, expected, atol=1e-6)
+  with pytest.raises(ConfigError, match="optim.decay_steps must be >= 0, got -1"):
+    OptimConfig(decay_steps=-1)

@@ -209,14 +209,13 @@ class RoutingEnvironment(Environment):
     demos = []
     for _ in range(count):
       task = rng.choice(list(tasks))
-      branches = self._branches(rng)
-      turns = branches[0] if len(branches) == 1 else rng.choice(branches)
-      demos.append(self._conversation(task, turns))
+      demos.append(self._conversation(task, rng.choice(self._branches(rng))))
     return demos
 
   def demonstration_branches(self, tasks: Sequence[Task], count: int, seed: int) -> list[Branches]:
-    """The demonstrations above, with both sides of the decision after a consult (accept, or each
-    escalation) in place of the one drawn: the choice a warm start chosen by the reward learns."""
+    """The demonstrations above with every choice of their last decision in place of the one
+    drawn (which expert answers, or, after a consult, accept or escalate to each other expert):
+    the choice a warm start chosen by the reward learns."""
     rng = random.Random(seed)
     order: list[Task] = []
     while len(order) < count:
@@ -226,11 +225,9 @@ class RoutingEnvironment(Environment):
 
   def _branches(self, rng: random.Random) -> list[list[tuple[str, str | None]]]:
     """A demonstration's calls, drawn up to its last decision: one list per choice there."""
-    first = rng.choice(self.models)
     if rng.random() < 1 - self.settings.demo_consult_share:
-      return [[("answer", first)]]
-    if self.settings.demo_cascade:
-      first = self.cheapest
+      return [[("answer", model)] for model in self.models]
+    first = self.cheapest if self.settings.demo_cascade else rng.choice(self.models)
     others = [("answer", m) for m in self.models if m != first]
     return [[("consult", first), last] for last in [("accept", None)] + others]
 

@@ -4,7 +4,8 @@ The environment gives each drawn task every way its demonstration can go at one 
 (`Environment.demonstration_branches`: after consulting an expert, accept its answer or escalate).
 Each branch is played through the episode loop as a script, so the environment executes its calls,
 charges their cost and latency and scores the outcome, and the run's own reward scores the branches
-of a task against each other. The best one (the first on a tie) is the demonstration. This is
+of a task against each other. The best one is the demonstration, drawn at random among the best
+on a tie (so the environment's order of the choices decides nothing). This is
 rejection-sampling fine-tuning (RAFT, ReST) with every branch tried rather than sampled: what the
 warm start imitates is what the reward said of each choice on the training split, never a rule
 written for the task.
@@ -23,6 +24,7 @@ from toolorch_jax.rewards.base import RewardConfig, compute_rewards
 from toolorch_jax.rollout.config import EpisodeConfig
 from toolorch_jax.rollout.loop import run_episode
 from toolorch_jax.rollout.policy import ScriptedPolicy
+from toolorch_jax.rollout.summary import summarize
 from toolorch_jax.rollout.trajectory import EpisodeEnd, Trajectory
 from toolorch_jax.tokenizer import Tokenizer
 
@@ -58,27 +60,30 @@ async def _play(env: Environment, groups: Sequence[Branches], pairs: Sequence[tu
 
 
 def select_branches(env: Environment, groups: Sequence[Branches], rewards: RewardConfig,
-                    tokenizer: Tokenizer, config: EpisodeConfig) -> Selection:
-  """Plays every branch, scores each task's branches together with `rewards`, keeps the best.
+                    tokenizer: Tokenizer, config: EpisodeConfig, seed: int) -> Selection:
+  """Plays every branch, scores each task's branches together with `rewards`, keeps the best
+  (one drawn with `seed` among those that tie).
 
   The summary holds the chosen demonstrations' mean reward beside the mean over all branches
   (what a random choice would train on), how many choices are not the first branch, the branches
-  the environment did not end, and, where the environment breaks decisions down, that breakdown
-  of the chosen episodes."""
+  the environment did not end, the chosen episodes' tool mix under each preference profile, and,
+  where the environment breaks decisions down, that breakdown of the chosen episodes."""
   pairs = [(g, b) for g, group in enumerate(groups) for b in range(len(group.demonstrations))]
   trajectories = asyncio.run(_play(env, groups, pairs, tokenizer, config))
   reward, _ = compute_rewards(trajectories, rewards)
-  best: dict[int, int] = {}  # group -> index into pairs of its best branch, the first on a tie
-  for index, (group, _) in enumerate(pairs):
-    if group not in best or reward[index] > reward[best[group]]:
-      best[group] = index
-  chosen = [best[g] for g in range(len(groups))]
+  rng = np.random.default_rng(seed)
+  chosen, start = [], 0  # indices into pairs of each group's chosen branch
+  for group in groups:
+    scores = reward[start:start + len(group.demonstrations)]
+    chosen.append(start + int(rng.choice(np.flatnonzero(scores == scores.max()))))
+    start += len(group.demonstrations)
   summary = {
       "tasks": len(groups), "branches": len(pairs),
       "mean_reward_chosen": float(np.mean(reward[chosen])),
       "mean_reward_all_branches": float(np.mean(reward)),
       "not_first_branch": sum(pairs[i][1] != 0 for i in chosen),
-      "not_ended_by_env": sum(t.finish != EpisodeEnd.ENV for t in trajectories)}
+      "not_ended_by_env": sum(t.finish != EpisodeEnd.ENV for t in trajectories),
+      "profile_tool_mix": summarize([trajectories[i] for i in chosen])["profile_tool_mix"]}
   if Ability.DECISIONS in env.abilities():
     summary["decisions"] = env.decisions([trajectories[i].calls for i in chosen])
   return Selection([groups[g].demonstrations[b] for g, b in (pairs[i] for i in chosen)], summary)

@@ -60,6 +60,7 @@ class TrainSection:
 
 
 SELECTIONS = ("random", "reward")
+SCHEDULES = ("constant", "cosine")
 
 
 @dataclasses.dataclass
@@ -74,11 +75,17 @@ class WarmStartConfig:
   # choice played through the environment and the one the run's reward scores highest kept
   # (rejection sampling on the rollout split, `rl.branch_selection`)
   selection: str = "random"
+  # constant, or cosine: the rate falls to 0 over the warm start's steps, so the model it ends
+  # with averages its last batches rather than following the last one
+  schedule: str = "constant"
 
   def __post_init__(self):
     if self.selection not in SELECTIONS:
       raise ConfigError(f"warmstart.selection must be one of {', '.join(SELECTIONS)},"
                         f" got '{self.selection}'")
+    if self.schedule not in SCHEDULES:
+      raise ConfigError(f"warmstart.schedule must be one of {', '.join(SCHEDULES)},"
+                        f" got '{self.schedule}'")
 
 
 @dataclasses.dataclass

@@ -56,7 +56,8 @@ def prepare_demonstrations(config: RunConfig, env: Environment, workdir: Path) -
   tokenizer = prepare_tokenizer(config, env, workdir,
                                 [demo for group in groups for demo in group.demonstrations])
   if is_primary() and not path.is_file():
-    selection = select_branches(env, groups, config.rewards, tokenizer, config.rollout)
+    selection = select_branches(env, groups, config.rewards, tokenizer, config.rollout,
+                                config.train.seed)
     _write_jsonl(path, selection.demonstrations)
     (path.parent / "selection.json").write_text(json.dumps(selection.summary, indent=2))
   barrier("demonstrations")
@@ -72,7 +73,8 @@ def warm_start(config: RunConfig, tokenizer: Tokenizer, workdir: Path) -> str:
     sft = SFTConfig(model=config.model,
                     data=SFTData(str(out / "demonstrations.jsonl"), ws.batch_size,
                                  config.rollout.enable_thinking),
-                    optim=OptimConfig(learning_rate=ws.learning_rate, weight_decay=0.0),
+                    optim=OptimConfig(learning_rate=ws.learning_rate, weight_decay=0.0,
+                                      decay_steps=ws.steps if ws.schedule == "cosine" else 0),
                     train=dataclasses.replace(config.train, steps=ws.steps), mesh=config.mesh)
     run_sft(sft, out, tokenizer)
   return str(out / "model")

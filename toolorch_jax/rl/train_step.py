@@ -17,6 +17,7 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, NamedSharding
 
+from toolorch_jax.config import ConfigError
 from toolorch_jax.model.sharding import global_array, logical_to_spec, within
 from toolorch_jax.rl.grpo import GRPOConfig
 from toolorch_jax.rl.loss import (aggregate, chunked_token_log_probs, policy_loss_terms,
@@ -28,16 +29,33 @@ class OptimConfig:
   learning_rate: float = 1e-6
   weight_decay: float = 0.01
   grad_clip: float = 1.0
-  warmup_steps: int = 0
+  warmup_steps: int = 0  # a linear rise from 0 to learning_rate over the first steps
+  # > 0: after the warmup, a cosine from learning_rate down to 0 over this many steps (0: constant)
+  decay_steps: int = 0
   b1: float = 0.9
   b2: float = 0.999
 
+  def __post_init__(self):
+    for name in ("warmup_steps", "decay_steps"):
+      if getattr(self, name) < 0:
+        raise ConfigError(f"optim.{name} must be >= 0, got {getattr(self, name)}")
+
+
+def learning_rate_schedule(config: OptimConfig) -> optax.Schedule:
+  """The rate at each step: the warmup's rise, then constant or a cosine decay to 0."""
+  rate = config.learning_rate
+  after = optax.cosine_decay_schedule(rate, config.decay_steps) if config.decay_steps \
+      else optax.constant_schedule(rate)
+  if not config.warmup_steps:
+    return after
+  return optax.join_schedules([optax.linear_schedule(0.0, rate, config.warmup_steps), after],
+                              [config.warmup_steps])
+
 
 def build_optimizer(config: OptimConfig) -> optax.GradientTransformation:
-  schedule = optax.linear_schedule(0.0, config.learning_rate, config.warmup_steps) \
-      if config.warmup_steps else config.learning_rate
   return optax.chain(optax.clip_by_global_norm(config.grad_clip),
-                     optax.adamw(schedule, b1=config.b1, b2=config.b2, weight_decay=config.weight_decay))
+                     optax.adamw(learning_rate_schedule(config), b1=config.b1, b2=config.b2,
+                                 weight_decay=config.weight_decay))
 
 
 def _forward_logp(graphdef, params, mb, loss_chunk_tokens: int = 0):
