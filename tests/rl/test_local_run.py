@@ -37,6 +37,11 @@ def test_short_local_run_writes_the_report(tmp_path):
   # every figure on each profile's fixed scale: accuracy minus cost in units of the strong-weak
   # spread measured once on the training split, the same for the policy and the baselines
   env = build_env(config.env)
+  assert not any(p.tools for p in env.profiles())  # no profile's weights name the answer
+  # the warm start imitates the choices the run's reward scored highest, under each task's profile
+  selection = json.loads((tmp_path / "warmstart" / "selection.json").read_text())
+  assert (selection["tasks"], selection["not_ended_by_env"]) == (32, 0)
+  assert set(selection["profile_tool_mix"]) == {"accuracy first", "cost first"}
   for preference in env.profiles():
     unit = preference.cost_unit
     for stage in ("before", "after"):

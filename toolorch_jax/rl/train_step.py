@@ -41,9 +41,12 @@ class OptimConfig:
         raise ConfigError(f"optim.{name} must be >= 0, got {getattr(self, name)}")
 
 
-def learning_rate_schedule(config: OptimConfig) -> optax.Schedule:
-  """The rate at each step: the warmup's rise, then constant or a cosine decay to 0."""
+def learning_rate_schedule(config: OptimConfig) -> optax.ScalarOrSchedule:
+  """The rate at each step: the warmup's rise, then constant or a cosine decay to 0. A constant
+  rate stays a number, whose optimizer state (no step count) earlier checkpoints hold."""
   rate = config.learning_rate
+  if not (config.warmup_steps or config.decay_steps):
+    return rate
   after = optax.cosine_decay_schedule(rate, config.decay_steps) if config.decay_steps \
       else optax.constant_schedule(rate)
   if not config.warmup_steps:
