@@ -187,6 +187,24 @@ def test_a_full_cache_ends_the_sequence(tokenizer, tiny_config):
     driver.stop()
 
 
+def test_a_rematerialised_model_serves_as_the_plain_one(tokenizer, tiny_config):
+  """The 0.6B and larger presets rematerialise their layers (remat: full). The engine runs the
+  model inside lax.map and while_loop bodies, where nnx.remat's write-back of the layer failed
+  (TraceContextError); the greedy tokens are those of the same weights without remat."""
+  batch = prompts(4, tokenizer.vocab_size, tokenizer.stop_ids)
+  model = create_model(tiny_config.replace(remat="full"), seed=0)
+  driver = Driver(Engine(model, tokenizer, EngineConfig(max_slots=2, max_prefill_length=64,
+                                                        max_cache_length=96)))
+  try:
+    results = run(gather(EngineClient(driver).generate(p, 8, GREEDY) for p in batch))
+  finally:
+    driver.stop()
+  plain = create_model(tiny_config, seed=0)
+  for prompt, result in zip(batch, results):
+    assert result.error is None
+    assert result.token_ids == direct_greedy(plain, prompt, 8, tokenizer.stop_ids)
+
+
 def test_ids_past_the_tokenizer_are_never_sampled(tokenizer, tiny_config):
   """An embedding larger than the tokenizer (Qwen3 pads its own): ids the tokenizer cannot decode
   are never produced, greedy or sampled; 2 of 3 of this model's ids are such."""

@@ -36,6 +36,19 @@ def _layer_step(layer: DecoderLayer, x, positions, mask, kv, slots):
   return layer(x, positions, mask, kv, slots)
 
 
+def _rematerialised_layer_step(policy):
+  """`_layer_step` under `jax.checkpoint`, taking the layer's split state as a plain input. Unlike
+  `nnx.remat`, which writes the layer's state back after the call, it runs inside any transform
+  (the engine's `lax.map` and `while_loop`) whatever trace the layer was merged in: Flax refuses
+  that write across trace levels."""
+  def step(layer, x, positions, mask, kv, slots):
+    graphdef, state = nnx.split(layer)
+    pure = lambda state, *args: _layer_step(nnx.merge(graphdef, state), *args)
+    return jax.checkpoint(pure, policy=policy)(state, x, positions, mask, kv, slots)
+
+  return step
+
+
 class Qwen3(nnx.Module):
   """Qwen3ForCausalLM as a Flax NNX module; parameters carry logical-axis sharding annotations."""
 
@@ -114,7 +127,7 @@ class Qwen3(nnx.Module):
     """`(layer, x, positions, mask, kv, slots) -> (x, kv)`, rematerialised as configured."""
     if self.config.remat == "none":
       return _layer_step
-    return nnx.remat(_layer_step, policy=REMAT[self.config.remat])
+    return _rematerialised_layer_step(REMAT[self.config.remat])
 
   def unembed(self, x: jax.Array) -> jax.Array:
     """Final norm and output projection (the embedding when tied) to float32 logits."""
