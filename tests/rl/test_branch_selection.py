@@ -60,7 +60,7 @@ def test_the_reward_keeps_the_better_branch_of_each_task(env, qwen):
   escalations = 0
   for group, chosen in zip(groups, selection.demonstrations):
     right = group.task.metadata["correct"]
-    # GPT-4 costs *balanced* a fifth of the strong-weak price gap: worth it only for a right
+    # GPT-4 costs *balanced* a quarter of the strong-weak price gap: worth it only for a right
     # answer Mixtral got wrong
     escalate = right["answer-1"] and not right["answer-2"]
     assert chosen == group.demonstrations[1 if escalate else 0]
