@@ -8,10 +8,10 @@ import optax
 import pytest
 from flax import nnx
 
+from toolorch_jax.config import ConfigError
 from toolorch_jax.model import MeshConfig, create_model, load_model_config, make_mesh
 from toolorch_jax.rl.batch import Sample, micro_batch_rows, pack
 from toolorch_jax.rl.grpo import GRPOConfig
-from toolorch_jax.config import ConfigError
 from toolorch_jax.rl.train_step import (OptimConfig, TrainStep, build_optimizer, grpo_objective,
                                         sft_objective)
 

@@ -44,15 +44,10 @@ class OptimConfig:
 def learning_rate_schedule(config: OptimConfig) -> optax.ScalarOrSchedule:
   """The rate at each step: the warmup's rise, then constant or a cosine decay to 0. A constant
   rate stays a number, whose optimizer state (no step count) earlier checkpoints hold."""
-  rate = config.learning_rate
-  if not (config.warmup_steps or config.decay_steps):
-    return rate
-  after = optax.cosine_decay_schedule(rate, config.decay_steps) if config.decay_steps \
-      else optax.constant_schedule(rate)
-  if not config.warmup_steps:
-    return after
-  return optax.join_schedules([optax.linear_schedule(0.0, rate, config.warmup_steps), after],
-                              [config.warmup_steps])
+  rate, warmup = config.learning_rate, config.warmup_steps
+  if config.decay_steps:
+    return optax.warmup_cosine_decay_schedule(0.0, rate, warmup, warmup + config.decay_steps)
+  return optax.linear_schedule(0.0, rate, warmup) if warmup else rate
 
 
 def build_optimizer(config: OptimConfig) -> optax.GradientTransformation:
