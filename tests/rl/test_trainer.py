@@ -99,10 +99,14 @@ def _train(run_yaml, workdir, steps, *overrides):
       env={**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=1"})
 
 
-def _kill_then_resume_matches_a_straight_run(run_yaml, tmp_path, *overrides):
-  straight = _train(run_yaml, tmp_path / "straight", 4, *overrides)
+def _straight_run(run_yaml, workdir, *overrides) -> dict[str, np.ndarray]:
+  """The final parameters of an uninterrupted 4-step run."""
+  straight = _train(run_yaml, workdir, 4, *overrides)
   assert straight.wait(timeout=300) == 0, straight.stderr.read()
+  return final_params(str(workdir / "checkpoints"), 4)
 
+
+def _kill_then_resume_matches(straight_params, run_yaml, tmp_path, *overrides):
   killed = _train(run_yaml, tmp_path / "killed", 4, *overrides)
   marker = tmp_path / "killed" / "checkpoints" / "2"
   deadline = time.time() + 300
@@ -116,7 +120,6 @@ def _kill_then_resume_matches_a_straight_run(run_yaml, tmp_path, *overrides):
   resumed = _train(run_yaml, tmp_path / "killed", 4, *overrides)
   assert resumed.wait(timeout=300) == 0, resumed.stderr.read()
 
-  straight_params = final_params(str(tmp_path / "straight" / "checkpoints"), 4)
   killed_params = final_params(str(tmp_path / "killed" / "checkpoints"), 4)
   assert straight_params and straight_params.keys() == killed_params.keys()
   for name, value in straight_params.items():
@@ -125,14 +128,25 @@ def _kill_then_resume_matches_a_straight_run(run_yaml, tmp_path, *overrides):
 
 @pytest.mark.slow
 def test_sigkill_then_resume_is_bit_identical(run_yaml, tmp_path):
-  _kill_then_resume_matches_a_straight_run(run_yaml, tmp_path)
+  _kill_then_resume_matches(_straight_run(run_yaml, tmp_path / "straight"), run_yaml, tmp_path)
+
+
+ONE_STEP_AHEAD = ("grpo.max_staleness=1",)
+
+
+@pytest.fixture(scope="module")
+def straight_one_step_ahead(run_yaml, tmp_path_factory):
+  """One straight run serves both engine counts: one engine and two train on the same batches to
+  the same bits (test_rollouts_one_step_ahead_follow_the_version_rule_on_one_engine_or_two)."""
+  return _straight_run(run_yaml, tmp_path_factory.mktemp("straight_ahead"), *ONE_STEP_AHEAD)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engines", [1, 2])
-def test_sigkill_then_resume_with_rollouts_ahead_is_bit_identical(run_yaml, tmp_path, engines):
+def test_sigkill_then_resume_with_rollouts_ahead_is_bit_identical(
+    straight_one_step_ahead, run_yaml, tmp_path, engines):
   # the checkpoint holds the episodes already played for the next step; the resumed run trains on
   # them and plays the step after on the checkpoint's weights, as the straight run did (with two
   # engines, that batch was still playing when the run was killed)
-  _kill_then_resume_matches_a_straight_run(run_yaml, tmp_path, "grpo.max_staleness=1",
-                                           f"rollout.engines={engines}")
+  _kill_then_resume_matches(straight_one_step_ahead, run_yaml, tmp_path, *ONE_STEP_AHEAD,
+                            f"rollout.engines={engines}")
