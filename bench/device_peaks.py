@@ -98,14 +98,16 @@ def peaks_line(device: Device) -> str:
           f" {device.peak_bytes_per_s / 1e9:.1f} GB/s a chip ({device.peak_source}).")
 
 
-def train_flops_per_token(config, seq_len: int) -> float:
-  """Forward and backward matmul FLOPs per token (PaLM's count: 6 per weight, plus attention's
-  12 x layers x heads x head_dim x sequence); the embedding lookup is no matmul, and
-  rematerialisation is not counted (MFU counts the model's work, not the recomputation)."""
-  weights = config.num_params - (0 if config.tie_word_embeddings
-                                 else config.vocab_size * config.hidden_size)
+def train_flops(config, seq_len: int, trunk_tokens: int, target_tokens: int) -> float:
+  """Forward and backward matmul FLOPs a train step must do at least (PaLM's count: 6 per weight,
+  plus attention's 12 x layers x heads x head_dim x sequence): the trunk over `trunk_tokens` (a
+  prompt shared by a group counted once), the vocabulary projection only at the `target_tokens`
+  the loss is on. The embedding lookup is no matmul, and rematerialisation is not counted (MFU
+  counts the model's work, not the recomputation), so no side can pass 100% by doing less."""
+  unembed = config.vocab_size * config.hidden_size
+  trunk = config.num_params - unembed * (1 if config.tie_word_embeddings else 2)
   attention = 12 * config.num_layers * config.num_heads * config.head_dim * seq_len
-  return 6 * weights + attention
+  return (6 * trunk + attention) * trunk_tokens + 6 * unembed * target_tokens
 
 
 def generate_flops(config, batch: int, prompt_len: int, new_tokens: int) -> float:

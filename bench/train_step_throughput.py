@@ -13,8 +13,9 @@ packed rows, one micro-batch); Tunix's model runs under
 warm-up steps (compilation excluded), then the best of `--repeats` timed runs of `--steps` steps.
 
 The device is JAX's default backend (transformers stays on the CPU); each side on that device is
-also reported as MFU: model FLOPs per token (`device_peaks.train_flops_per_token`) times tokens/s
-over the device's peak (an accelerator's bf16 datasheet rate; on a CPU the float32 matmul rate
+also reported as MFU: the model FLOPs the batch needs at least (`device_peaks.train_flops`: a
+group's shared prompt through the trunk once, the vocabulary projection only at loss targets, so
+the sides that recompute each prompt do more than is counted) per second over the device's peak (an accelerator's bf16 datasheet rate; on a CPU the float32 matmul rate
 measured on the spot, so an MFU near 100% leaves no room for a faster implementation).
 `--skip-tunix` / `--skip-transformers` leave a side out (on an accelerator `bench/accelerator.sh`
 runs ours alone on the Qwen3 0.6B and 1.7B presets in bf16).
@@ -42,7 +43,7 @@ from toolorch_jax.rl.batch import Sample, pack
 from toolorch_jax.rl.train_step import OptimConfig, TrainStep, build_optimizer, sft_objective
 
 sys.path.insert(0, str(Path(__file__).parent))
-from device_peaks import current_device, peaks_line, percent, train_flops_per_token  # noqa: E402
+from device_peaks import current_device, peaks_line, percent, train_flops  # noqa: E402
 from serving_throughput import load_tunix, set_tunix_rope_theta  # noqa: E402
 
 
@@ -134,6 +135,16 @@ def batch_tokens(args, vocab_size: int) -> tuple[np.ndarray, int]:
   return tokens, args.prompt_len
 
 
+def least_work(args) -> dict[str, int]:
+  """Tokens a step must run through the trunk (each group's prompt once) and tokens whose next
+  token the loss is on (from the prompt's last position on)."""
+  if args.workload == "sft":
+    return {"trunk_tokens": args.batch * args.seq_len, "target_tokens": args.batch * args.seq_len}
+  answer = args.seq_len - args.prompt_len
+  return {"trunk_tokens": args.batch // args.group_size * args.prompt_len + args.batch * answer,
+          "target_tokens": args.batch * (answer + 1)}
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--configs", nargs="+", default=["small", "qwen3-100m"])
@@ -174,9 +185,9 @@ def main() -> None:
            "workload": args.workload, "loss_chunk_tokens": args.loss_chunk_tokens,
            "row_len": row_len,
            **{f"{k}_tok_s": tokens_per_step / v for k, v in per_step.items()}}
+    step_flops = train_flops(config, args.seq_len, **least_work(args))
     for trainer in [k for k in per_step if k != "transformers" or device.platform == "cpu"]:
-      row[f"{trainer}_mfu"] = device.mfu(row[f"{trainer}_tok_s"]
-                                         * train_flops_per_token(config, args.seq_len))
+      row[f"{trainer}_mfu"] = device.mfu(step_flops / per_step[trainer])
     for other in ("tunix", "transformers"):
       if f"{other}_tok_s" in row:
         row[f"ours_over_{other}"] = row["ours_tok_s"] / row[f"{other}_tok_s"]
