@@ -15,8 +15,9 @@ warm-up steps (compilation excluded), then the best of `--repeats` timed runs of
 The device is JAX's default backend (transformers stays on the CPU); each side on that device is
 also reported as MFU: the model FLOPs the batch needs at least (`device_peaks.train_flops`: a
 group's shared prompt through the trunk once, the vocabulary projection only at loss targets, so
-the sides that recompute each prompt do more than is counted) per second over the device's peak (an accelerator's bf16 datasheet rate; on a CPU the float32 matmul rate
-measured on the spot, so an MFU near 100% leaves no room for a faster implementation).
+the sides that recompute each prompt do more than is counted) per second over the device's peak
+(an accelerator's bf16 datasheet rate; on a CPU the float32 matmul rate measured on the spot, so
+an MFU near 100% leaves no room for a faster implementation).
 `--skip-tunix` / `--skip-transformers` leave a side out (on an accelerator `bench/accelerator.sh`
 runs ours alone on the Qwen3 0.6B and 1.7B presets in bf16).
 
@@ -135,14 +136,13 @@ def batch_tokens(args, vocab_size: int) -> tuple[np.ndarray, int]:
   return tokens, args.prompt_len
 
 
-def least_work(args) -> dict[str, int]:
-  """Tokens a step must run through the trunk (each group's prompt once) and tokens whose next
-  token the loss is on (from the prompt's last position on)."""
-  if args.workload == "sft":
-    return {"trunk_tokens": args.batch * args.seq_len, "target_tokens": args.batch * args.seq_len}
-  answer = args.seq_len - args.prompt_len
-  return {"trunk_tokens": args.batch // args.group_size * args.prompt_len + args.batch * answer,
-          "target_tokens": args.batch * (answer + 1)}
+def least_work(args, loss_from: int) -> dict[str, int]:
+  """Tokens a step must run through the trunk (a group's shared first `loss_from` tokens once)
+  and positions the loss is on (from the one before `loss_from`), for `batch_tokens`' batch; an
+  SFT batch (`loss_from` 0) shares nothing and takes the loss everywhere."""
+  shared_copies = args.batch - args.batch // args.group_size
+  return {"trunk_tokens": args.batch * args.seq_len - shared_copies * loss_from,
+          "target_tokens": args.batch * (args.seq_len - max(loss_from - 1, 0))}
 
 
 def main() -> None:
@@ -185,7 +185,7 @@ def main() -> None:
            "workload": args.workload, "loss_chunk_tokens": args.loss_chunk_tokens,
            "row_len": row_len,
            **{f"{k}_tok_s": tokens_per_step / v for k, v in per_step.items()}}
-    step_flops = train_flops(config, args.seq_len, **least_work(args))
+    step_flops = train_flops(config, args.seq_len, **least_work(args, loss_from))
     for trainer in [k for k in per_step if k != "transformers" or device.platform == "cpu"]:
       row[f"{trainer}_mfu"] = device.mfu(step_flops / per_step[trainer])
     for other in ("tunix", "transformers"):
