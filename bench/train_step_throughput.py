@@ -60,12 +60,14 @@ def timed(step, steps: int, repeats: int) -> float:
   return best
 
 
-def ours(config, tokens, loss_from, steps, repeats, row_len, loss_chunk_tokens=0):
+def ours(config, tokens, loss_from, steps, repeats, row_len, loss_chunk_tokens=0,
+         compiler_options=None):
   model = create_model(config, seed=0)
   graphdef, params = nnx.split(model)
   optimizer = build_optimizer(OptimConfig())
   state = {"params": params, "opt": optimizer.init(params)}
-  functions = TrainStep(graphdef, optimizer, sft_objective, loss_chunk_tokens=loss_chunk_tokens)
+  functions = TrainStep(graphdef, optimizer, sft_objective, loss_chunk_tokens=loss_chunk_tokens,
+                        compiler_options=compiler_options)
   batch = pack([Sample(row, [0] * loss_from + [1] * (len(row) - loss_from)) for row in tokens],
                seq_len=row_len)
   micro = batch.micro_batches(1)
@@ -160,10 +162,16 @@ def main() -> None:
   parser.add_argument("--row-len", type=int, default=0,
                       help="ours: train.seq_len, the packed rows' length (0: --seq-len); a row holds"
                            " one prefix tree, so sharing needs rows longer than a sequence")
+  parser.add_argument("--compiler-option", action="append", default=[], metavar="KEY=VALUE",
+                      help="ours: one of train.compiler_options (XLA's options for the train step's"
+                           " programs alone); repeat for more")
   parser.add_argument("--skip-tunix", action="store_true")
   parser.add_argument("--skip-transformers", action="store_true")
   parser.add_argument("--out", default="runs/bench")
   args = parser.parse_args()
+  if any("=" not in option for option in args.compiler_option):
+    parser.error(f"--compiler-option takes KEY=VALUE, got {args.compiler_option}")
+  compiler_options = dict(option.split("=", 1) for option in args.compiler_option)
   row_len = args.row_len or args.seq_len
   device = current_device()
   rows = []
@@ -171,7 +179,7 @@ def main() -> None:
     config = load_model_config(name)
     tokens, loss_from = batch_tokens(args, config.vocab_size)
     per_step = {"ours": ours(config, tokens, loss_from, args.steps, args.repeats, row_len,
-                             args.loss_chunk_tokens)}
+                             args.loss_chunk_tokens, compiler_options)}
     if not (args.skip_tunix and args.skip_transformers):
       with tempfile.TemporaryDirectory() as tmp:
         save_hf(create_model(config, seed=0), config, tmp)
@@ -183,7 +191,7 @@ def main() -> None:
     tokens_per_step = args.batch * args.seq_len
     row = {"config": name, "params": config.num_params, "dtype": config.dtype, "device": device.kind,
            "workload": args.workload, "loss_chunk_tokens": args.loss_chunk_tokens,
-           "row_len": row_len,
+           "row_len": row_len, "compiler_options": compiler_options,
            **{f"{k}_tok_s": tokens_per_step / v for k, v in per_step.items()}}
     step_flops = train_flops(config, args.seq_len, **least_work(args, loss_from))
     for trainer in [k for k in per_step if k != "transformers" or device.platform == "cpu"]:
@@ -202,7 +210,8 @@ def main() -> None:
            f" {row_len}")
   mfu = lambda row, trainer: percent(row[f"{trainer}_mfu"]) if f"{trainer}_mfu" in row else "—"
   lines = [peaks_line(device), "", f"Workload {args.workload} ({shape}); ours with"
-           f" train.loss_chunk_tokens = {args.loss_chunk_tokens}.", "",
+           f" train.loss_chunk_tokens = {args.loss_chunk_tokens} and train.compiler_options ="
+           f" {compiler_options or '{}'}.", "",
            "| config | params | dtype | ours tok/s | ours MFU | Tunix tok/s | Tunix MFU"
            " | transformers tok/s | transformers MFU | ours/Tunix | ours/transformers |",
            "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]

@@ -11,6 +11,7 @@ from flax import nnx
 from toolorch_jax.config import ConfigError
 from toolorch_jax.model import MeshConfig, create_model, load_model_config, make_mesh
 from toolorch_jax.rl.batch import Sample, micro_batch_rows, pack
+from toolorch_jax.rl.config import TrainSection
 from toolorch_jax.rl.grpo import GRPOConfig
 from toolorch_jax.rl.train_step import (OptimConfig, TrainStep, build_optimizer, grpo_objective,
                                         sft_objective)
@@ -134,12 +135,13 @@ def grouped_episodes(groups=3, size=4, seed=5):
 
 def run_update(objective, micro, mesh=None, lr=1e-2, old_logp=True, config=CONFIG, loss_chunk_tokens=0,
                samples=None, share_prefixes=True, aggregation="token_mean", ref=False,
-               least_widths=(1, 1)):
+               least_widths=(1, 1), compiler_options=None):
   model = create_model(config, seed=1, mesh=mesh)
   graphdef, params = nnx.split(model)
   optimizer = optax.sgd(lr)
   opt_state = optimizer.init(params)
-  steps = TrainStep(graphdef, optimizer, objective, aggregation, mesh, loss_chunk_tokens)
+  steps = TrainStep(graphdef, optimizer, objective, aggregation, mesh, loss_chunk_tokens,
+                    compiler_options)
   batch = pack(episodes() if samples is None else samples, seq_len=24, rows_multiple=4,
                share_prefixes=share_prefixes, least_widths=least_widths)
   mbs = batch.micro_batches(micro)
@@ -254,6 +256,36 @@ def test_chunked_loss_gives_the_full_logits_update():
   # with SGD at lr 1 each parameter moved by its gradient
   for a, b in zip(jax.tree.leaves(full), jax.tree.leaves(chunked), strict=True):
     np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-7)
+
+
+def test_compiler_options_reach_every_program_of_the_train_step(tmp_path):
+  # an option with an effect on any backend: XLA writes the HLO of each program it compiles
+  run_update(grpo_objective(GRPOConfig()), micro=2, compiler_options={
+      "xla_dump_to": str(tmp_path), "xla_dump_hlo_as_text": True})
+  dumped = " ".join(path.name for path in tmp_path.iterdir())
+  for program in ("accumulate", "apply", "zeros", "_lambda"):  # _lambda: log-probs, a micro-batch
+    assert f"jit_{program}" in dumped, (program, dumped[:500])
+
+
+def test_ynn_dot_fusions_give_the_update_up_to_rounding():
+  # what bench/README measured on CPU: YNNPACK's dot fusions for the train step's programs
+  options = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
+  plain, m_plain, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, lr=1.0)
+  fused, m_fused, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, lr=1.0,
+                                  compiler_options=options)
+  np.testing.assert_allclose(float(m_fused["loss"]), float(m_plain["loss"]), rtol=1e-5)
+  assert_same_leaves(plain, fused)
+
+
+def test_an_unknown_compiler_option_names_the_config_key():
+  graphdef, _ = nnx.split(create_model(CONFIG, seed=0))
+  with pytest.raises(ConfigError, match=r"train\.compiler_options: .*xla_no_such_option"):
+    TrainStep(graphdef, optax.sgd(1.0), sft_objective, compiler_options={"xla_no_such_option": 1})
+  with pytest.raises(ConfigError, match=r"train\.compiler_options: .*not a valid enum value"):
+    TrainStep(graphdef, optax.sgd(1.0), sft_objective,
+              compiler_options={"xla_cpu_experimental_ynn_fusion_type": "dot"})
+  with pytest.raises(ConfigError, match=r"train\.compiler_options\.xla_dump_to must be a string"):
+    TrainSection(compiler_options={"xla_dump_to": {"path": "x"}})
 
 
 def test_chunked_loss_on_a_mesh_matches_single_device():

@@ -8,6 +8,7 @@ knobs and sampling) in `rollout.config`, `grpo` in `rl.grpo`, `optim` in `rl.tra
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from toolorch_jax.config import ConfigError
 from toolorch_jax.envs.registry import EnvConfig
@@ -47,6 +48,9 @@ class TrainSection:
   # pack the samples' shared prefixes (a group's prompt, its identical first turns) once per row,
   # as prefix trees the attention mask keeps apart (rl.batch); false: every sample on its own
   share_prefixes: bool = True
+  # XLA options for the train step's programs only (`rl.train_step.TrainStep`), e.g. on CPU
+  # {xla_cpu_experimental_ynn_fusion_type: "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
+  compiler_options: dict[str, Any] = dataclasses.field(default_factory=dict)
   checkpoint_every: int = 1
   keep_checkpoints: int = 3
   checkpoint_dir: str = ""  # local or gs:// (default: WORKDIR/checkpoints)
@@ -57,6 +61,10 @@ class TrainSection:
     if self.loss_chunk_tokens < 0:
       raise ConfigError(f"train.loss_chunk_tokens must be >= 0 (0: no chunking), got"
                         f" {self.loss_chunk_tokens}")
+    for key, value in self.compiler_options.items():
+      if not isinstance(value, (str, int, float, bool)):
+        raise ConfigError(f"train.compiler_options.{key} must be a string, number or boolean,"
+                          f" got {value!r}")
 
 
 SELECTIONS = ("random", "reward")

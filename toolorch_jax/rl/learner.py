@@ -60,7 +60,7 @@ class Learner:
     with within(self.mesh):
       self.opt_state = jax.jit(self.optimizer.init)(self.params)
     self.train_step = TrainStep(self.graphdef, self.optimizer, objective, aggregation, self.mesh,
-                                train.loss_chunk_tokens)
+                                train.loss_chunk_tokens, train.compiler_options)
     self.checkpointer = checkpoint.TrainCheckpointer(
         train.checkpoint_dir or str(self.workdir / "checkpoints"), keep=train.keep_checkpoints)
     self.rng = jax.random.key(train.seed)

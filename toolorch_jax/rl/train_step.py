@@ -9,7 +9,8 @@ split over the mesh's `data` and `fsdp` axes.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+import functools
+from typing import Any, Callable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -94,15 +95,33 @@ def sft_objective(logp, entropy, mb):
   return -logp, {}
 
 
+def checked_compiler_options(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
+  """`options` as `jax.jit` takes them, or None for none; an option XLA does not know, or a value
+  it cannot parse, fails here with the config key rather than at the first step's compile."""
+  if not options:
+    return None
+  options = dict(options)
+  try:
+    jax.jit(lambda x: x + 1, compiler_options=options).lower(jnp.float32(0)).compile()
+  except jax.errors.JaxRuntimeError as err:
+    raise ConfigError(f"train.compiler_options: {err}") from None
+  return options
+
+
 class TrainStep:
-  """The jitted update (and log-prob) programs for one model graph and objective on one mesh."""
+  """The jitted update (and log-prob) programs for one model graph and objective on one mesh.
+
+  `compiler_options` are XLA's options for these programs alone (`jax.jit(compiler_options=)`),
+  so a run can tune its train step without touching the engine's decode programs in the same
+  process, as a process-wide `XLA_FLAGS` would."""
 
   def __init__(self, graphdef, optimizer: optax.GradientTransformation, objective: Callable,
                aggregation: str = "token_mean", mesh: Mesh | None = None,
-               loss_chunk_tokens: int = 0):
+               loss_chunk_tokens: int = 0, compiler_options: Mapping[str, Any] | None = None):
     self.mesh = mesh
+    jit = functools.partial(jax.jit, compiler_options=checked_compiler_options(compiler_options))
     forward = lambda params, mb: _forward_logp(graphdef, params, mb, loss_chunk_tokens)
-    self._logp = jax.jit(lambda params, mb: forward(params, mb)[0])
+    self._logp = jit(lambda params, mb: forward(params, mb)[0])
 
     def loss_fn(params, mb, num_tokens, num_sequences):
       logp, entropy = forward(params, mb)
@@ -135,12 +154,12 @@ class TrainStep:
 
     # One program per micro-batch shape, not per micro-batch count: a batch packs into a varying
     # number of rows, and a scan over them compiled the whole step again for every new count.
-    self._zeros = jax.jit(zeros)
-    self._accumulate = jax.jit(accumulate, donate_argnums=(0,))
-    self._apply = jax.jit(apply, donate_argnums=(0, 1))
+    self._zeros = jit(zeros)
+    self._accumulate = jit(accumulate, donate_argnums=(0,))
+    self._apply = jit(apply, donate_argnums=(0, 1))
     # Micro-batch i of the placed batch, i traced: `x[i]` outside jit compiled a slice per index
     # (this compiles one per micro-batch count, a slice, not a step).
-    self._micro = jax.jit(lambda batch, i: jax.tree.map(lambda x: x[i], batch))
+    self._micro = jit(lambda batch, i: jax.tree.map(lambda x: x[i], batch))
 
   def _place(self, batch: dict[str, Any]) -> dict[str, jax.Array]:
     if self.mesh is None:
