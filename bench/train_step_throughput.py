@@ -37,6 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import yaml
 from flax import nnx
 
 from toolorch_jax.model import create_model, load_model_config, save_hf
@@ -171,7 +172,10 @@ def main() -> None:
   args = parser.parse_args()
   if any("=" not in option for option in args.compiler_option):
     parser.error(f"--compiler-option takes KEY=VALUE, got {args.compiler_option}")
-  compiler_options = dict(option.split("=", 1) for option in args.compiler_option)
+  # values as YAML reads them, as `toolorch train train.compiler_options.KEY=VALUE` does: XLA
+  # takes a boolean option as a bool, not the string "true"
+  compiler_options = {key: yaml.safe_load(value) for key, value in
+                      (option.split("=", 1) for option in args.compiler_option)}
   row_len = args.row_len or args.seq_len
   device = current_device()
   rows = []
