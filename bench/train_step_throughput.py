@@ -166,6 +166,9 @@ def main() -> None:
   parser.add_argument("--compiler-option", action="append", default=[], metavar="KEY=VALUE",
                       help="ours: one of train.compiler_options (XLA's options for the train step's"
                            " programs alone); repeat for more")
+  parser.add_argument("--model-override", action="append", default=[], metavar="KEY=VALUE",
+                      help="a model config field over each preset's (e.g. attention_query_block=0);"
+                           " repeat for more")
   parser.add_argument("--skip-tunix", action="store_true")
   parser.add_argument("--skip-transformers", action="store_true")
   parser.add_argument("--out", default="runs/bench")
@@ -180,7 +183,7 @@ def main() -> None:
   device = current_device()
   rows = []
   for name in args.configs:
-    config = load_model_config(name)
+    config = load_model_config(name, args.model_override)
     tokens, loss_from = batch_tokens(args, config.vocab_size)
     per_step = {"ours": ours(config, tokens, loss_from, args.steps, args.repeats, row_len,
                              args.loss_chunk_tokens, compiler_options)}
@@ -196,6 +199,7 @@ def main() -> None:
     row = {"config": name, "params": config.num_params, "dtype": config.dtype, "device": device.kind,
            "workload": args.workload, "loss_chunk_tokens": args.loss_chunk_tokens,
            "row_len": row_len, "compiler_options": compiler_options,
+           "attention_query_block": config.attention_query_block,
            **{f"{k}_tok_s": tokens_per_step / v for k, v in per_step.items()}}
     step_flops = train_flops(config, args.seq_len, **least_work(args, loss_from))
     for trainer in [k for k in per_step if k != "transformers" or device.platform == "cpu"]:
@@ -216,10 +220,11 @@ def main() -> None:
   lines = [peaks_line(device), "", f"Workload {args.workload} ({shape}); ours with"
            f" train.loss_chunk_tokens = {args.loss_chunk_tokens} and train.compiler_options ="
            f" {compiler_options or '{}'}.", "",
-           "| config | params | dtype | ours tok/s | ours MFU | Tunix tok/s | Tunix MFU"
+           "| config | params | dtype | query block | ours tok/s | ours MFU | Tunix tok/s | Tunix MFU"
            " | transformers tok/s | transformers MFU | ours/Tunix | ours/transformers |",
-           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-  lines += [f"| {r['config']} | {r['params'] / 1e6:.1f}M | {r['dtype']} | {r['ours_tok_s']:.0f}"
+           "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+  lines += [f"| {r['config']} | {r['params'] / 1e6:.1f}M | {r['dtype']}"
+            f" | {r['attention_query_block']} | {r['ours_tok_s']:.0f}"
             f" | {mfu(r, 'ours')} | {cell(r, 'tunix_tok_s', '.0f')} | {mfu(r, 'tunix')}"
             f" | {cell(r, 'transformers_tok_s', '.0f')} | {mfu(r, 'transformers')}"
             f" | {cell(r, 'ours_over_tunix', '.2f')}"

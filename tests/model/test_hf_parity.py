@@ -62,6 +62,20 @@ def test_logits_match_transformers_on_padded_batch(tmp_path, name):
   hf, path = make_hf_model(tmp_path, name)
   model, config = load_hf(path, dtype="float32")
   assert config.tie_word_embeddings == HF_CONFIGS[name]["tie_word_embeddings"]
+  check_logits_match_transformers(hf, model, name)
+
+
+@pytest.mark.parametrize("query_block", [1, 5, 11])
+def test_causal_query_blocks_match_transformers(tmp_path, query_block):
+  """Queries in blocks over the keys up to the block's end (ragged last block at 5, one block of
+  11 and one of 1 query at 11, a query per block at 1) give transformers' logits."""
+  hf, path = make_hf_model(tmp_path, "untied_gqa3_wide_heads")
+  model, config = load_hf(path, dtype="float32", attention_query_block=query_block)
+  assert config.attention_query_block == query_block
+  check_logits_match_transformers(hf, model, f"query_block={query_block}")
+
+
+def check_logits_match_transformers(hf, model, name):
   tokens, mask, positions = padded_batch(np.random.default_rng(1), [12, 7, 1], 12, 300)
   ours, _ = model(jnp.asarray(tokens), jnp.asarray(positions), attention_mask=jnp.asarray(mask))
   ours = np.asarray(ours)

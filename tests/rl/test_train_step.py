@@ -258,6 +258,31 @@ def test_chunked_loss_gives_the_full_logits_update():
     np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-7)
 
 
+def test_causal_query_blocks_give_the_whole_product_update():
+  # prefix trees (shared prompts and first turns) in rows of 24: blocks of 5 queries, the last
+  # ragged (4); old log-probs, KL to a reference and TIS, so every term reads the blocked pass
+  objective = grpo_objective(GRPOConfig(kl_coef=0.1, tis_cap=2.0))
+  samples = grouped_episodes()
+  whole, m_whole, _, _, before_whole, _ = run_update(objective, micro=2, lr=1.0, samples=samples,
+                                                     ref=True)
+  blocked, m_blocked, _, mbs, before_blocked, _ = run_update(
+      objective, micro=2, lr=1.0, samples=samples, ref=True,
+      config=CONFIG.replace(attention_query_block=5))
+  np.testing.assert_allclose(np.asarray(before_blocked), np.asarray(before_whole), rtol=1e-6, atol=1e-6)
+  for name in m_whole:
+    np.testing.assert_allclose(float(m_blocked[name]), float(m_whole[name]), rtol=1e-5, atol=1e-7)
+  assert_same_leaves(blocked, whole)
+  # and the blocks skip work: of each row's 24 x 24 scores, the blocks' 5 x 5 + 5 x 10 + ... + 4 x 24
+  # = 346; XLA counts at least the two products' FLOPs of the other 230 fewer
+  def flops(config):
+    model = create_model(config, seed=1)
+    forward = jax.jit(lambda t, p: model.hidden_states(t, p)[0])
+    return forward.lower(mbs["tokens"][0], mbs["positions"][0]).cost_analysis()["flops"]
+  rows = mbs["tokens"].shape[1]
+  skipped = 2 * 2 * rows * CONFIG.num_heads * CONFIG.head_dim * (24 * 24 - 346) * CONFIG.num_layers
+  assert flops(CONFIG) - flops(CONFIG.replace(attention_query_block=5)) >= skipped
+
+
 def test_compiler_options_reach_every_program_of_the_train_step(tmp_path):
   # an option with an effect on any backend: XLA writes the HLO of each program it compiles
   run_update(grpo_objective(GRPOConfig()), micro=2, compiler_options={

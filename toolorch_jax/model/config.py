@@ -32,6 +32,10 @@ class ModelConfig:
   param_dtype: str = "float32"
   dtype: str = "float32"  # compute dtype of matmuls; norms, softmax and logits stay in float32
   remat: str = "none"
+  # > 0: a causal pass without a cache (training, log-probs) attends in blocks of this many queries,
+  # each over the keys up to its last query, skipping the masked upper triangle: about half the
+  # score work and memory of a long row. 0: one block, the whole [T, T] product.
+  attention_query_block: int = 0
 
   def __post_init__(self):
     for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads",
@@ -42,6 +46,9 @@ class ModelConfig:
       raise ConfigError(
           f"model.num_heads ({self.num_heads}) must be a multiple of model.num_kv_heads"
           f" ({self.num_kv_heads})")
+    if self.attention_query_block < 0:
+      raise ConfigError(
+          f"model.attention_query_block must be >= 0, got {self.attention_query_block}")
     if self.head_dim % 2:
       raise ConfigError(f"model.head_dim must be even for RoPE, got {self.head_dim}")
     for name in ("param_dtype", "dtype"):

@@ -80,7 +80,13 @@ class Attention(nnx.Module):
       k, v = kv[0].astype(dt), kv[1].astype(dt)
     b, t, n, d = q.shape
     q = q.reshape(b, t, cfg.num_kv_heads, n // cfg.num_kv_heads, d)
-    out = (_one_query_attention if t == 1 else _attention)(q, k, v, mask).astype(dt)
+    if t == 1:
+      out = _one_query_attention(q, k, v, mask)
+    elif kv is None and 0 < cfg.attention_query_block < t:
+      out = _causal_block_attention(q, k, v, mask, cfg.attention_query_block)
+    else:
+      out = _attention(q, k, v, mask)
+    out = out.astype(dt)
     out = constrain(out.reshape(b, t, n, d), ("batch", "seq", "act_heads", "head_dim"))
     # One [n * d, e] matrix, read in place: contracting (heads, head_dim) as two axes made XLA
     # transpose and copy the whole weight on every call.
@@ -96,6 +102,20 @@ def _attention(q, k, v, mask):
   scores = jnp.where(mask[:, None, None], scores, jnp.finfo(jnp.float32).min)
   probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
   return jnp.einsum("bkgts,bskd->btkgd", probs, v)
+
+
+def _causal_block_attention(q, k, v, mask, query_block: int):
+  """`_attention` of a causal pass (keys are the queries' own columns, none after a query is seen)
+  in blocks of `query_block` queries, each over the keys up to its last query. The keys skipped
+  are masked for the whole block (their weights are exactly 0), so every query that sees a key
+  gets the whole product's output up to rounding (the matmuls' shapes change). Unrolled: T /
+  query_block blocks in the program."""
+  t = q.shape[1]
+  outputs = []
+  for start in range(0, t, query_block):
+    end = min(t, start + query_block)
+    outputs.append(_attention(q[:, start:end], k[:, :end], v[:, :end], mask[:, start:end, :end]))
+  return jnp.concatenate(outputs, axis=1)
 
 
 def _one_query_attention(q, k, v, mask):
