@@ -57,6 +57,7 @@ class MemoryPlan:
   peak_bytes: int  # XLA: arguments + outputs - donated aliases + temporaries
   compile_seconds: float
   batch_name: str = "global batch"  # a run's step scans micro-batches: the plan is one of them
+  attention_query_block: int = 0
 
   @property
   def fits(self) -> bool:
@@ -65,7 +66,9 @@ class MemoryPlan:
   def render(self) -> str:
     data, fsdp, tensor = self.mesh
     lines = [
-        f"model {self.model_name}: {self.num_layers} layers, remat={self.remat}; mesh data={data}"
+        f"model {self.model_name}: {self.num_layers} layers, remat={self.remat}"
+        + (f", attention_query_block={self.attention_query_block}" if self.attention_query_block
+           else "") + f"; mesh data={data}"
         f" fsdp={fsdp} tensor={tensor} ({math.prod(self.mesh)} devices); {self.batch_name}"
         f" {self.batch} x {self.seq_len} tokens; AdamW",
         f"compiled one train step ({self.num_layers} layers as a lax.scan) on fake CPU devices"
@@ -171,6 +174,7 @@ def plan_memory(config: ModelConfig, mesh_config: MeshConfig, *, model_name: str
   return MemoryPlan(
       model_name=model_name, mesh=tuple(mesh.devices.shape), batch=batch, seq_len=seq_len,
       num_layers=config.num_layers, remat=config.remat, hbm_bytes=int(hbm_gib * GIB),
+      attention_query_block=config.attention_query_block,
       params_bytes=params_bytes, optimizer_bytes=_shard_bytes(opt_state), gradient_bytes=gradients,
       activation_bytes=max(temp - gradients, 0), batch_bytes=_shard_bytes(tokens),
       argument_bytes=memory.argument_size_in_bytes, temp_bytes=temp,
