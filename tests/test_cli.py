@@ -60,7 +60,7 @@ def test_plan_sees_rematerialisation_save_memory():
 
 
 def test_plan_sees_causal_query_blocks_save_memory():
-  config = load_model_config("small").replace(attention_query_block=0)
+  config = load_model_config("small")
   run = lambda block: plan_memory(config.replace(attention_query_block=block), MeshConfig(fsdp=8),
                                   model_name="small", batch=8, seq_len=512, hbm_gib=80)
   dense, blocked = run(0), run(64)

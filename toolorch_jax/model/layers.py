@@ -106,10 +106,10 @@ def _attention(q, k, v, mask):
 
 def _causal_block_attention(q, k, v, mask, query_block: int):
   """`_attention` of a causal pass (the keys are the queries' own columns and no query sees a key
-  after its own) in blocks of `query_block` queries, each over the keys up to its last query. The keys skipped
-  are masked for the whole block (their weights are exactly 0), so every query that sees a key
-  gets the whole product's output up to rounding (the matmuls' shapes change). Unrolled: T /
-  query_block blocks in the program."""
+  after its own) in blocks of `query_block` queries, each over the keys up to its last query. The
+  keys skipped are masked for the whole block (their weights are exactly 0), so every query that
+  sees a key gets the whole product's output up to rounding (the matmuls' shapes change).
+  Unrolled: T / query_block blocks in the program."""
   t = q.shape[1]
   outputs = []
   for start in range(0, t, query_block):

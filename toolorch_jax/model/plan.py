@@ -65,11 +65,11 @@ class MemoryPlan:
 
   def render(self) -> str:
     data, fsdp, tensor = self.mesh
+    blocks = (f", attention_query_block={self.attention_query_block}"
+              if self.attention_query_block else "")
     lines = [
-        f"model {self.model_name}: {self.num_layers} layers, remat={self.remat}"
-        + (f", attention_query_block={self.attention_query_block}" if self.attention_query_block
-           else "") + f"; mesh data={data}"
-        f" fsdp={fsdp} tensor={tensor} ({math.prod(self.mesh)} devices); {self.batch_name}"
+        f"model {self.model_name}: {self.num_layers} layers, remat={self.remat}{blocks}; mesh"
+        f" data={data} fsdp={fsdp} tensor={tensor} ({math.prod(self.mesh)} devices); {self.batch_name}"
         f" {self.batch} x {self.seq_len} tokens; AdamW",
         f"compiled one train step ({self.num_layers} layers as a lax.scan) on fake CPU devices"
         f" in {self.compile_seconds:.1f} s; per-device memory from XLA's memory analysis:",
