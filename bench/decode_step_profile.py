@@ -210,7 +210,8 @@ def profile_config(name: str, args, tokenizer, work: Path) -> dict:
   model = create_model(config, seed=0)
   prompts = make_prompts(tokenizer, args.concurrency, args.prompt_len)
   engine = Engine(model, ModelVocabTokenizer(tokenizer.source, config.vocab_size),
-                  engine_config(args.concurrency, args.prompt_len, args.new_tokens, False))
+                  engine_config(args.concurrency, args.prompt_len, args.new_tokens, False,
+                                args.weight_layout))
   phases = call_phases(engine, prompts, args.new_tokens, args.repeats)
   loop_s = static_loop_seconds(model, prompts, args.new_tokens, args.repeats)
   ops = traced_ops(engine, prompts, args.new_tokens, work / f"trace-{name}")
@@ -268,6 +269,8 @@ def main(argv=None) -> None:
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--invariance-batches", type=int, nargs="+", default=[2, 8, 16, 32])
   parser.add_argument("--top", type=int, default=16, help="sources listed per config")
+  parser.add_argument("--weight-layout", choices=("model", "in_out", "out_in"), default="model",
+                      help="EngineConfig.weight_layout of the engine profiled (model: as the model stores them)")
   parser.add_argument("--out", default="runs/bench/decode")
   args = parser.parse_args(argv)
   args.device = current_device()

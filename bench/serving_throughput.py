@@ -154,18 +154,20 @@ def make_prompts(tokenizer: SentencePieceTokenizer, count: int, length: int) -> 
 
 # ----- the three samplers -------------------------------------------------------------------------
 
-def engine_config(slots: int, prompt_len: int, new_tokens: int, one_by_one: bool) -> EngineConfig:
+def engine_config(slots: int, prompt_len: int, new_tokens: int, one_by_one: bool,
+                  weight_layout: str = "model") -> EngineConfig:
   # No prefix reuse: the timed calls repeat the warm-up's prompts, and the samplers beside ours
   # prefill every call.
   config = EngineConfig(max_slots=slots, max_prefill_length=prompt_len,
                         max_cache_length=prompt_len + new_tokens,
-                        min_prefill_bucket=min(16, prompt_len), reuse_prefixes=False)
+                        min_prefill_bucket=min(16, prompt_len), reuse_prefixes=False,
+                        weight_layout=weight_layout)
   return config.one_by_one() if one_by_one else config
 
 
 def run_ours(model, tokenizer, prompts: np.ndarray, new_tokens: int, repeats: int,
-             one_by_one: bool = False) -> dict:
-  config = engine_config(len(prompts), prompts.shape[1], new_tokens, one_by_one)
+             one_by_one: bool = False, weight_layout: str = "model") -> dict:
+  config = engine_config(len(prompts), prompts.shape[1], new_tokens, one_by_one, weight_layout)
   engine_tokenizer = ModelVocabTokenizer(tokenizer.source, model.config.vocab_size)
   driver = Driver(Engine(model, engine_tokenizer, config))
   client = EngineClient(driver)
@@ -317,7 +319,8 @@ def bench_config(name: str, args, tokenizer, work: Path) -> dict:
   for c in args.concurrency:
     batch = prompts[:c]
     run = {"concurrency": c,
-           "ours": run_ours(model, tokenizer, batch, args.new_tokens, args.repeats, args.one_by_one)}
+           "ours": run_ours(model, tokenizer, batch, args.new_tokens, args.repeats, args.one_by_one,
+                            args.weight_layout)}
     steps_per_s = run["ours"]["tok_s"] / c
     step_bytes = decode_bytes_per_step(config, c, args.prompt_len + args.new_tokens / 2)
     run["ours"]["bandwidth_fraction"] = args.device.bandwidth_fraction(steps_per_s * step_bytes)
@@ -418,6 +421,8 @@ def main(argv=None) -> None:
   parser.add_argument("--skip-transformers", action="store_true")
   parser.add_argument("--one-by-one", action="store_true",
                       help="serve on the engine's path before issue 16 (a before/after comparison)")
+  parser.add_argument("--weight-layout", choices=("model", "in_out", "out_in"), default="model",
+                      help="EngineConfig.weight_layout of our engine (model: as the model stores them)")
   parser.add_argument("--out", type=Path, default=Path("runs/bench"),
                       help="folder for results.md and results.json")
   args = parser.parse_args(argv)

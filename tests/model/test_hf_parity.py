@@ -57,12 +57,17 @@ def hf_logits(hf, tokens, mask, positions):
   return out.logits.float().numpy()
 
 
+@pytest.mark.parametrize("layout", ["in_out", "out_in"])
 @pytest.mark.parametrize("name", sorted(HF_CONFIGS))
-def test_logits_match_transformers_on_padded_batch(tmp_path, name):
+def test_logits_match_transformers_on_padded_batch(tmp_path, name, layout):
   hf, path = make_hf_model(tmp_path, name)
-  model, config = load_hf(path, dtype="float32")
+  model, config = load_hf(path, dtype="float32", weight_layout=layout)
   assert config.tie_word_embeddings == HF_CONFIGS[name]["tie_word_embeddings"]
-  check_logits_match_transformers(hf, model, name)
+  assert config.weight_layout == layout
+  hf_q = hf.model.layers[0].self_attn.q_proj.weight.shape  # [heads * head_dim, hidden]: [out, in]
+  q = model.layers[0].attn.q_proj.get_value().shape
+  assert ((q[0] * q[1], q[2]) if layout == "out_in" else (q[1] * q[2], q[0])) == tuple(hf_q)
+  check_logits_match_transformers(hf, model, f"{name} {layout}")
 
 
 @pytest.mark.parametrize("query_block", [1, 5, 11])
@@ -121,10 +126,11 @@ def test_prefill_then_cached_decode_equals_full_forward(tmp_path, name):
   assert np.asarray(cache.lengths).tolist() == [total] * 3
 
 
-@pytest.mark.parametrize("name", ["tied_gqa2", "untied_gqa3_wide_heads"])
-def test_save_hf_round_trips_through_transformers(tmp_path, name):
+@pytest.mark.parametrize("name,layout", [("tied_gqa2", "in_out"), ("untied_gqa3_wide_heads", "in_out"),
+                                         ("untied_gqa3_wide_heads", "out_in")])
+def test_save_hf_round_trips_through_transformers(tmp_path, name, layout):
   hf, path = make_hf_model(tmp_path, name)
-  model, config = load_hf(path)
+  model, config = load_hf(path, weight_layout=layout)
   out = tmp_path / "exported"
   save_hf(model, config, out, max_shard_bytes=30_000)
   assert (out / "model.safetensors.index.json").is_file()

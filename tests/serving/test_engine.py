@@ -127,6 +127,31 @@ def test_a_swap_during_generation_is_recorded_per_token(serving, tokenizer, tiny
   assert versions == [0] * (2 * steps + 1) + [7] * (2 * steps - 1)
 
 
+def test_both_weight_layouts_serve_the_same_tokens(tokenizer, tiny_config):
+  """An engine serving an [out, in] copy gives the greedy tokens of the model's own [in, out]
+  weights, and takes updates in the model's layout."""
+  assert EngineConfig().served_layout(tiny_config) == "in_out"
+  assert EngineConfig(weight_layout="out_in").served_layout(tiny_config) == "out_in"
+  with pytest.raises(ValueError, match="weight_layout"):
+    EngineConfig(weight_layout="transposed")
+  model = create_model(tiny_config, seed=0)
+  batch = prompts(6, tokenizer.vocab_size, tokenizer.stop_ids)
+  served = {}
+  for layout in ("in_out", "out_in"):
+    engine = Engine(model, tokenizer, EngineConfig(max_slots=4, max_prefill_length=128,
+                                                   max_cache_length=160, weight_layout=layout))
+    assert engine.model_config.weight_layout == layout
+    engine.update_params(create_model(tiny_config, seed=4), version=1)
+    driver = Driver(engine)
+    served[layout] = run(gather(EngineClient(driver).generate(p, 8, GREEDY) for p in batch))
+    driver.stop()
+  reference = create_model(tiny_config, seed=4)
+  for prompt, in_out, out_in in zip(batch, served["in_out"], served["out_in"]):
+    assert out_in.token_ids == in_out.token_ids == direct_greedy(reference, prompt, 8, tokenizer.stop_ids)
+    np.testing.assert_allclose(out_in.logprobs, in_out.logprobs, atol=1e-5)
+    assert out_in.policy_versions == [1]
+
+
 def test_sampling_settings(serving, tokenizer):
   _, _, _, client = serving
   prompt = prompts(2, tokenizer.vocab_size, tokenizer.stop_ids, seed=4)[1]

@@ -23,7 +23,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
   source = args.hf_dir or args.checkpoint
   model, tokenizer = load_model_and_tokenizer(source, args.tokenizer, args.dtype)
   config = EngineConfig(max_slots=args.slots, max_prefill_length=args.max_prefill_length,
-                        max_cache_length=args.max_cache_length, decode_steps=args.decode_steps)
+                        max_cache_length=args.max_cache_length, decode_steps=args.decode_steps,
+                        weight_layout=args.weight_layout)
   serve_model(model, tokenizer, args.served_model_name or Path(source.rstrip("/")).name, config,
               host=args.host, port=args.port, grpc_port=args.grpc_port)
   return 0
@@ -48,4 +49,7 @@ def add_parsers(subparsers) -> None:
                      help="prompt + generated tokens per sequence")
   serve.add_argument("--decode-steps", type=int, default=EngineConfig.decode_steps,
                      help="decode steps per dispatch (also the tokens per streamed chunk, at most)")
+  serve.add_argument("--weight-layout", choices=("model", "in_out", "out_in"),
+                     default=EngineConfig.weight_layout,
+                     help="how the served projections are stored (model: as loaded)")
   add_job_flags(serve)

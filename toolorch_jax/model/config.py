@@ -9,6 +9,7 @@ from toolorch_jax.config import ConfigError, config_dir, load_config
 
 DTYPES = ("float32", "bfloat16")
 REMAT_POLICIES = ("none", "full", "dots_saveable")
+WEIGHT_LAYOUTS = ("in_out", "out_in")
 
 
 @dataclasses.dataclass(unsafe_hash=True)
@@ -36,6 +37,10 @@ class ModelConfig:
   # each over the keys up to its last query, skipping the masked upper triangle: about half the
   # score work and memory of a long row. 0: one block, the whole [T, T] product.
   attention_query_block: int = 0
+  # How projections are stored (`model/layout.py`): "in_out" ([in, out], as Tunix and MaxText; the
+  # training and checkpoint default) or "out_in" ([out, in], as transformers; an engine may serve
+  # a copy so, see `EngineConfig.weight_layout`).
+  weight_layout: str = "in_out"
 
   def __post_init__(self):
     for name in ("vocab_size", "hidden_size", "num_layers", "num_heads", "num_kv_heads",
@@ -54,6 +59,9 @@ class ModelConfig:
     for name in ("param_dtype", "dtype"):
       if getattr(self, name) not in DTYPES:
         raise ConfigError(f"model.{name} must be one of {DTYPES}, got '{getattr(self, name)}'")
+    if self.weight_layout not in WEIGHT_LAYOUTS:
+      raise ConfigError(
+          f"model.weight_layout must be one of {WEIGHT_LAYOUTS}, got '{self.weight_layout}'")
     if self.remat not in REMAT_POLICIES:
       raise ConfigError(f"model.remat must be one of {REMAT_POLICIES}, got '{self.remat}'")
 

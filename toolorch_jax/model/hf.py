@@ -27,6 +27,7 @@ from safetensors.numpy import save_file
 
 from toolorch_jax.config import ConfigError
 from toolorch_jax.model.config import ModelConfig, from_hf_config, to_hf_config
+from toolorch_jax.model.layout import relayout
 from toolorch_jax.model.qwen3 import Qwen3, abstract_model
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -148,7 +149,7 @@ def load_hf(path: str | Path, dtype: str = "float32", mesh: Mesh | None = None,
   config = from_hf_config(json.loads(config_file.read_text()), param_dtype=dtype, dtype=dtype,
                           **config_overrides)
   reader = _SafetensorsReader(directory)
-  model = abstract_model(config, mesh=mesh)
+  model = abstract_model(config.replace(weight_layout="in_out"), mesh=mesh)  # WEIGHT_MAP's layouts
   np_dtype = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
   used = set()
   for nnx_path, variable in _params(model):
@@ -164,7 +165,7 @@ def load_hf(path: str | Path, dtype: str = "float32", mesh: Mesh | None = None,
   unused = set(reader.weight_map) - used - ({"lm_head.weight"} if config.tie_word_embeddings else set())
   if unused:
     raise ConfigError(f"{directory}: tensors not used by the Qwen3 model: {sorted(unused)[:5]}")
-  return model, config
+  return relayout(model, config.weight_layout, mesh), config
 
 
 def _to_host(array: jax.Array) -> np.ndarray:
@@ -182,6 +183,7 @@ def save_hf(model: Qwen3, config: ModelConfig, path: str | Path, dtype: str | No
   write = jax.process_index() == 0
   if write:
     directory.mkdir(parents=True, exist_ok=True)
+  model = relayout(model, "in_out")  # WEIGHT_MAP's layouts
   shard_names: list[list[str]] = []  # tensor names of each written file
   pending: dict[str, np.ndarray] = {}
   total = 0

@@ -2,9 +2,14 @@
 
 Numerics follow transformers' Qwen3 (the reference the parity tests compare against): norms and
 softmax in float32, RoPE with the rotate-half layout, q/k RMSNorm per head before RoPE.
+
+Projections are stored as `model.weight_layout` says (see `model/layout.py`): [in, out] or
+[out, in]. Either way each side's axes are contracted as one, so XLA reads the weight in place.
 """
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +27,39 @@ def sharded_param(rngs: nnx.Rngs, init, shape: tuple[int, ...], logical_axes: tu
   """A parameter tagged with logical axes, created already sharded when a mesh is set."""
   spec = tuple(logical_to_spec(logical_axes, shape)) if has_mesh() else None
   return nnx.Param(init(rngs.params(), shape, dtype), out_sharding=spec, logical_axes=logical_axes)
+
+
+def projection(rngs: nnx.Rngs, config: ModelConfig, inputs: tuple[tuple[int, str], ...],
+               outputs: tuple[tuple[int, str], ...]) -> nnx.Param:
+  """A projection from `inputs` to `outputs` ((size, logical axis) each), stored in the config's
+  weight layout. Drawn [in, out] and then permuted, so a seed gives the same weights in both."""
+  sizes = tuple(size for size, _ in inputs + outputs)
+  axes = tuple(axis for _, axis in inputs + outputs)
+  normal = nnx.initializers.normal(INIT_STD)
+  if config.weight_layout == "in_out":
+    init = normal
+  else:
+    order = tuple(range(len(inputs), len(sizes))) + tuple(range(len(inputs)))
+    sizes, axes = tuple(sizes[i] for i in order), tuple(axes[i] for i in order)
+    init = lambda key, shape, dtype: jnp.transpose(
+        normal(key, tuple(shape[order.index(i)] for i in range(len(shape))), dtype), order)
+  return sharded_param(rngs, init, sizes, axes, jnp.dtype(config.param_dtype))
+
+
+def project(x: jax.Array, weight: jax.Array, layout: str, input_axes: int = 1,
+            **einsum_kwargs) -> jax.Array:
+  """x [..., *in] through a weight stored [*in, *out] ("in_out") or [*out, *in] ("out_in") ->
+  [..., *out], each side flattened to one axis: a contraction over two axes, or two output axes,
+  made XLA transpose and copy the whole weight on every call."""
+  if layout == "in_out":
+    ins, outs = weight.shape[:input_axes], weight.shape[input_axes:]
+    matrix, spec = weight.reshape(math.prod(ins), -1), "...i,io->...o"
+  else:
+    ins, outs = weight.shape[len(weight.shape) - input_axes:], weight.shape[:len(weight.shape) - input_axes]
+    matrix, spec = weight.reshape(-1, math.prod(ins)), "...i,oi->...o"
+  lead = x.shape[:x.ndim - input_axes]
+  y = jnp.einsum(spec, x.reshape(*lead, -1), matrix.astype(x.dtype), **einsum_kwargs)
+  return y.reshape(*lead, *outs)
 
 
 class RMSNorm(nnx.Module):
@@ -56,11 +94,11 @@ class Attention(nnx.Module):
     self.config = config
     e, n, k, d = config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim
     pdt = jnp.dtype(config.param_dtype)
-    init = nnx.initializers.normal(INIT_STD)
-    self.q_proj = sharded_param(rngs, init, (e, n, d), ("embed", "heads", "head_dim"), pdt)
-    self.k_proj = sharded_param(rngs, init, (e, k, d), ("embed", "kv_heads", "head_dim"), pdt)
-    self.v_proj = sharded_param(rngs, init, (e, k, d), ("embed", "kv_heads", "head_dim"), pdt)
-    self.o_proj = sharded_param(rngs, init, (n, d, e), ("heads", "head_dim", "embed"), pdt)
+    embed, heads, kv_heads = ((e, "embed"),), ((n, "heads"), (d, "head_dim")), ((k, "kv_heads"), (d, "head_dim"))
+    self.q_proj = projection(rngs, config, embed, heads)
+    self.k_proj = projection(rngs, config, embed, kv_heads)
+    self.v_proj = projection(rngs, config, embed, kv_heads)
+    self.o_proj = projection(rngs, config, heads, embed)
     self.q_norm = RMSNorm(d, config.rms_norm_eps, pdt, rngs=rngs)
     self.k_norm = RMSNorm(d, config.rms_norm_eps, pdt, rngs=rngs)
 
@@ -69,9 +107,10 @@ class Attention(nnx.Module):
     """x [B, T, E]; mask [B, T, S] (True = may attend); kv: this layer's cache, written at slots."""
     cfg = self.config
     dt = x.dtype
-    q = jnp.einsum("bte,end->btnd", x, self.q_proj[...].astype(dt))
-    k = jnp.einsum("bte,ekd->btkd", x, self.k_proj[...].astype(dt))
-    v = jnp.einsum("bte,ekd->btkd", x, self.v_proj[...].astype(dt))
+    layout = cfg.weight_layout
+    q = project(x, self.q_proj[...], layout)
+    k = project(x, self.k_proj[...], layout)
+    v = project(x, self.v_proj[...], layout)
     q = rope(self.q_norm(q), positions, cfg.rope_theta)
     k = rope(self.k_norm(k), positions, cfg.rope_theta)
     q = constrain(q, ("batch", "seq", "act_heads", "head_dim"))
@@ -88,9 +127,7 @@ class Attention(nnx.Module):
       out = _attention(q, k, v, mask)
     out = out.astype(dt)
     out = constrain(out.reshape(b, t, n, d), ("batch", "seq", "act_heads", "head_dim"))
-    # One [n * d, e] matrix, read in place: contracting (heads, head_dim) as two axes made XLA
-    # transpose and copy the whole weight on every call.
-    y = jnp.einsum("btf,fe->bte", out.reshape(b, t, n * d), self.o_proj[...].astype(dt).reshape(n * d, -1))
+    y = project(out, self.o_proj[...], layout, input_axes=2)
     return constrain(y, ("batch", "seq", "act_embed")), kv
 
 
@@ -133,17 +170,15 @@ class MLP(nnx.Module):
   """SwiGLU: down(silu(gate(x)) * up(x))."""
 
   def __init__(self, config: ModelConfig, *, rngs: nnx.Rngs):
-    e, f = config.hidden_size, config.intermediate_size
-    pdt = jnp.dtype(config.param_dtype)
-    init = nnx.initializers.normal(INIT_STD)
-    self.gate_proj = sharded_param(rngs, init, (e, f), ("embed", "mlp"), pdt)
-    self.up_proj = sharded_param(rngs, init, (e, f), ("embed", "mlp"), pdt)
-    self.down_proj = sharded_param(rngs, init, (f, e), ("mlp", "embed"), pdt)
+    self.layout = config.weight_layout
+    embed, mlp = ((config.hidden_size, "embed"),), ((config.intermediate_size, "mlp"),)
+    self.gate_proj = projection(rngs, config, embed, mlp)
+    self.up_proj = projection(rngs, config, embed, mlp)
+    self.down_proj = projection(rngs, config, mlp, embed)
 
   def __call__(self, x: jax.Array) -> jax.Array:
-    dt = x.dtype
-    gate = jnp.einsum("bte,ef->btf", x, self.gate_proj[...].astype(dt))
-    up = jnp.einsum("bte,ef->btf", x, self.up_proj[...].astype(dt))
+    gate = project(x, self.gate_proj[...], self.layout)
+    up = project(x, self.up_proj[...], self.layout)
     hidden = constrain(jax.nn.silu(gate) * up, ("batch", "seq", "act_mlp"))
-    y = jnp.einsum("btf,fe->bte", hidden, self.down_proj[...].astype(dt))
+    y = project(hidden, self.down_proj[...], self.layout)
     return constrain(y, ("batch", "seq", "act_embed"))

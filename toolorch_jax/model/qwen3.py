@@ -9,7 +9,7 @@ from jax.sharding import Mesh, NamedSharding
 
 from toolorch_jax.model.cache import KVCache
 from toolorch_jax.model.config import ModelConfig
-from toolorch_jax.model.layers import INIT_STD, MLP, Attention, RMSNorm, sharded_param
+from toolorch_jax.model.layers import INIT_STD, MLP, Attention, RMSNorm, project, projection, sharded_param
 from toolorch_jax.model.sharding import constrain, logical_to_spec, transfer
 
 REMAT = {
@@ -61,7 +61,7 @@ class Qwen3(nnx.Module):
     self.layers = nnx.List([DecoderLayer(config, rngs=rngs) for _ in range(config.num_layers)])
     self.final_norm = RMSNorm(e, config.rms_norm_eps, pdt, rngs=rngs)
     self.lm_head = (None if config.tie_word_embeddings
-                    else sharded_param(rngs, init, (e, v), ("embed", "vocab"), pdt))
+                    else projection(rngs, config, ((e, "embed"),), ((v, "vocab"),)))
 
   def init_cache(self, batch_size: int, max_length: int) -> KVCache:
     """An empty KV cache for `batch_size` rows of up to `max_length` tokens."""
@@ -132,11 +132,11 @@ class Qwen3(nnx.Module):
   def unembed(self, x: jax.Array) -> jax.Array:
     """Final norm and output projection (the embedding when tied) to float32 logits."""
     x = self.final_norm(x)
-    if self.lm_head is None:
-      weight, spec = self.embedding[...], "bte,ve->btv"
+    if self.lm_head is None:  # the embedding table is [vocab, embed]: [out, in]
+      weight, layout = self.embedding[...], "out_in"
     else:
-      weight, spec = self.lm_head[...], "bte,ev->btv"
-    logits = jnp.einsum(spec, x, weight.astype(x.dtype), preferred_element_type=jnp.float32)
+      weight, layout = self.lm_head[...], self.config.weight_layout
+    logits = project(x, weight, layout, preferred_element_type=jnp.float32)
     return constrain(logits, ("batch", "seq", "act_vocab"))
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from toolorch_jax.config import ConfigError
+from toolorch_jax.model.config import WEIGHT_LAYOUTS
 
 
 @dataclasses.dataclass
@@ -45,6 +46,9 @@ class RolloutConfig(EpisodeConfig):
   # engines let the next batch start while the last one still waits on its tools. Each engine
   # holds its own weights and KV cache; evaluation uses the first.
   engines: int = 1
+  # How the engines store the weights they serve (`EngineConfig.weight_layout`): "model" serves
+  # the trainer's layout; "out_in" a permuted copy, faster on some CPUs (bench/README.md).
+  weight_layout: str = "model"
   split: str = "train"
 
   def __post_init__(self):
@@ -54,3 +58,6 @@ class RolloutConfig(EpisodeConfig):
         raise ConfigError(f"rollout.{name} must be >= 1, got {getattr(self, name)}")
     if self.prefix_store_rows < 0:
       raise ConfigError(f"rollout.prefix_store_rows must be >= 0, got {self.prefix_store_rows}")
+    if self.weight_layout not in ("model",) + WEIGHT_LAYOUTS:
+      raise ConfigError(f"rollout.weight_layout must be one of {('model',) + WEIGHT_LAYOUTS},"
+                        f" got '{self.weight_layout}'")

@@ -47,7 +47,8 @@ class Rollout:
     self.engine = Engine(model, tokenizer, EngineConfig(
         max_slots=config.slots, max_prefill_length=config.max_context,
         max_cache_length=config.max_context, reuse_prefixes=config.prefix_store_rows > 0,
-        prefix_store_rows=config.prefix_store_rows), mesh=mesh, version=version)
+        prefix_store_rows=config.prefix_store_rows, weight_layout=config.weight_layout),
+        mesh=mesh, version=version)
     self.driver = Driver(self.engine)
     self.client = EngineClient(self.driver)
 

@@ -15,7 +15,10 @@ stays in its slot until the slot is reused, then moves to the prefix store (`pre
 and a prompt that extends it (the next turn of an episode) is prefilled only from where the two
 differ (`reuse_prefixes`).
 
-Weights can be swapped while the driver runs (`update_params`); every token records the policy
+The engine serves the weights in `EngineConfig.weight_layout` (the model's own arrays, or a copy
+permuted to [out, in], faster on some CPUs; see `model/layout.py`) and takes updates in the layout
+of the model it was built from. Weights can be swapped while the driver runs
+(`update_params`); every token records the policy
 version of the forward pass that produced its logits. The engine never raises into the driver: a
 bad request is turned into an error prefix that fails only that request.
 """
@@ -35,6 +38,7 @@ from flax import nnx, struct
 from jax.sharding import Mesh
 
 from toolorch_jax.model import KVCache, Qwen3, shard_model
+from toolorch_jax.model.layout import relayout, relayout_state
 from toolorch_jax.model.sharding import transfer, within
 from toolorch_jax.serving import jetstream_compat as js
 from toolorch_jax.serving.engine_config import EngineConfig
@@ -173,13 +177,21 @@ class Engine(js.engine_api.Engine):
   def __init__(self, model: Qwen3, tokenizer: Tokenizer, config: EngineConfig = EngineConfig(),
                mesh: Mesh | None = None, version: int = 0):
     self.config = config
-    self.model_config = model.config
     self._mesh = mesh
     if mesh is not None:
       model = shard_model(model, mesh)
+    # Updates come in the trainer's layout: placed as these on the serving mesh, then permuted.
+    source, self._update_treedef = jax.tree.flatten(nnx.state(model))
+    self._update_shapes = [(a.shape, a.dtype, a.sharding) for a in source]
+    source_layout, served_layout = model.config.weight_layout, config.served_layout(model.config)
+    if served_layout != source_layout:
+      model = relayout(model, served_layout, mesh)
+    self.model_config = model.config
     self._graphdef, params = nnx.split(model)
     leaves, self._params_treedef = jax.tree.flatten(params)
-    self._param_layout = [(a.shape, a.dtype, a.sharding) for a in leaves]
+    self._relayout_fn = (None if served_layout == source_layout else jax.jit(
+        lambda state: relayout_state(state, source_layout, served_layout),
+        out_shardings=[a.sharding for a in leaves]))
     self._live = (params, version)  # swapped as one tuple: readers never see a half update
     self._update_lock = threading.Lock()
     self._slot_errors: dict[int, str] = {}
@@ -202,18 +214,22 @@ class Engine(js.engine_api.Engine):
     return self._live[1]
 
   def update_params(self, params: Any, version: int) -> None:
-    """Serves `params` (an nnx.State of the model or a Qwen3) from the next prefill/decode dispatch.
+    """Serves `params` (an nnx.State or a Qwen3 in the layout of the model the engine was built
+    from, as the trainer holds it) from the next prefill/decode dispatch.
 
     Weights from another mesh (e.g. the trainer's, spread over every host) are moved onto the
-    serving mesh (`transfer`: device_put refuses arrays of several processes).
+    serving mesh (`transfer`: device_put refuses arrays of several processes), then permuted into
+    the served layout there.
     """
     if isinstance(params, Qwen3):
       params = nnx.state(params)
     leaves = jax.tree.leaves(params)
-    if [(a.shape, a.dtype) for a in leaves] != [(s, d) for s, d, _ in self._param_layout]:
+    if [(a.shape, a.dtype) for a in leaves] != [(s, d) for s, d, _ in self._update_shapes]:
       raise ValueError("update_params: the new weights do not match the served model's shapes/dtypes")
+    placed = transfer(leaves, [sharding for _, _, sharding in self._update_shapes])
+    if self._relayout_fn is not None:
+      placed = self._relayout_fn(jax.tree.unflatten(self._update_treedef, placed))
     with self._update_lock:
-      placed = transfer(leaves, [sharding for _, _, sharding in self._param_layout])
       self._live = (jax.tree.unflatten(self._params_treedef, placed), int(version))
       self.ledger.new_weights()  # cached keys and values were computed with the old ones
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from toolorch_jax.model.config import WEIGHT_LAYOUTS, ModelConfig
 from toolorch_jax.serving.sampling import SamplingParams
+
+SERVED_LAYOUTS = ("model",) + WEIGHT_LAYOUTS  # "model": as the model given to the engine stores them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,6 +25,15 @@ class EngineConfig:
   reuse_prefixes: bool = True  # a prompt extending a finished sequence's tokens reuses their KV
   prefix_store_rows: int = 0  # cache rows beside the slots keeping finished sequences for reuse
   default_sampling: SamplingParams = SamplingParams(temperature=0.0)  # for requests without settings
+  # How the served weights store their projections (`ModelConfig.weight_layout`). "model" serves
+  # the model's own arrays, no second copy; another layout serves a permuted copy. Which is faster
+  # depends on the CPU and the batch (bench/README.md, "Weights stored [out, in] for serving"):
+  # [out, in] won at every concurrency on a Xeon, only at one sequence on an EPYC.
+  weight_layout: str = "model"
+
+  def served_layout(self, model: ModelConfig) -> str:
+    """The weight layout the engine serves `model` in."""
+    return model.weight_layout if self.weight_layout == "model" else self.weight_layout
 
   def one_by_one(self) -> "EngineConfig":
     """The same sizes on the engine's simplest path: one prompt per prefill, one decode step per
@@ -35,6 +47,8 @@ class EngineConfig:
       raise ValueError(f"prefix_store_rows must be >= 0, got {self.prefix_store_rows}")
     if self.max_prefill_length > self.max_cache_length:
       raise ValueError("max_prefill_length must not exceed max_cache_length")
+    if self.weight_layout not in SERVED_LAYOUTS:
+      raise ValueError(f"weight_layout must be one of {SERVED_LAYOUTS}, got '{self.weight_layout}'")
     for name in ("max_slots", "max_prefill_length", "min_prefill_bucket", "prefill_batch",
                  "prefill_batch_tokens", "decode_steps", "min_attention_length"):
       if getattr(self, name) < 1:
