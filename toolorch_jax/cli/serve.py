@@ -7,7 +7,7 @@ from pathlib import Path
 
 from toolorch_jax.cli.parsers import add_command, add_job_flags
 from toolorch_jax.config import ConfigError
-from toolorch_jax.serving.engine_config import EngineConfig
+from toolorch_jax.serving.engine_config import SERVED_LAYOUTS, EngineConfig
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -49,7 +49,7 @@ def add_parsers(subparsers) -> None:
                      help="prompt + generated tokens per sequence")
   serve.add_argument("--decode-steps", type=int, default=EngineConfig.decode_steps,
                      help="decode steps per dispatch (also the tokens per streamed chunk, at most)")
-  serve.add_argument("--weight-layout", choices=("model", "in_out", "out_in"),
+  serve.add_argument("--weight-layout", choices=SERVED_LAYOUTS,
                      default=EngineConfig.weight_layout,
                      help="how the served projections are stored (model: as loaded)")
   add_job_flags(serve)

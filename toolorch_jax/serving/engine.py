@@ -17,10 +17,10 @@ differ (`reuse_prefixes`).
 
 The engine serves the weights in `EngineConfig.weight_layout` (the model's own arrays, or a copy
 permuted to [out, in], faster on some CPUs; see `model/layout.py`) and takes updates in the layout
-of the model it was built from. Weights can be swapped while the driver runs
-(`update_params`); every token records the policy
-version of the forward pass that produced its logits. The engine never raises into the driver: a
-bad request is turned into an error prefix that fails only that request.
+of the model it was built from. Weights can be swapped while the driver runs (`update_params`);
+every token records the policy version of the forward pass that produced its logits. The engine
+never raises into the driver: a bad request is turned into an error prefix that fails only that
+request.
 """
 
 from __future__ import annotations
