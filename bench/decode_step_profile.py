@@ -39,6 +39,7 @@ import numpy as np
 from toolorch_jax.model import create_model, load_model_config
 from toolorch_jax.serving import Engine, SamplingParams
 from toolorch_jax.serving.engine import PrefillInput
+from toolorch_jax.serving.engine_config import SERVED_LAYOUTS
 
 sys.path.insert(0, str(Path(__file__).parent))
 from device_peaks import current_device, generate_flops, peaks_line  # noqa: E402
@@ -269,7 +270,7 @@ def main(argv=None) -> None:
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--invariance-batches", type=int, nargs="+", default=[2, 8, 16, 32])
   parser.add_argument("--top", type=int, default=16, help="sources listed per config")
-  parser.add_argument("--weight-layout", choices=("model", "in_out", "out_in"), default="model",
+  parser.add_argument("--weight-layout", choices=SERVED_LAYOUTS, default="model",
                       help="EngineConfig.weight_layout of the engine profiled (model: as the model stores them)")
   parser.add_argument("--out", default="runs/bench/decode")
   args = parser.parse_args(argv)

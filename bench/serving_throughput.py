@@ -66,6 +66,7 @@ import numpy as np
 from toolorch_jax.datadir import data_path
 from toolorch_jax.model import create_model, load_model_config, save_hf
 from toolorch_jax.serving import Driver, Engine, EngineClient, EngineConfig, SamplingParams
+from toolorch_jax.serving.engine_config import SERVED_LAYOUTS
 from toolorch_jax.tokenizer import SentencePieceTokenizer, train_sentencepiece
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -421,7 +422,7 @@ def main(argv=None) -> None:
   parser.add_argument("--skip-transformers", action="store_true")
   parser.add_argument("--one-by-one", action="store_true",
                       help="serve on the engine's path before issue 16 (a before/after comparison)")
-  parser.add_argument("--weight-layout", choices=("model", "in_out", "out_in"), default="model",
+  parser.add_argument("--weight-layout", choices=SERVED_LAYOUTS, default="model",
                       help="EngineConfig.weight_layout of our engine (model: as the model stores them)")
   parser.add_argument("--out", type=Path, default=Path("runs/bench"),
                       help="folder for results.md and results.json")

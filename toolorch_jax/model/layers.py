@@ -33,17 +33,15 @@ def projection(rngs: nnx.Rngs, config: ModelConfig, inputs: tuple[tuple[int, str
                outputs: tuple[tuple[int, str], ...]) -> nnx.Param:
   """A projection from `inputs` to `outputs` ((size, logical axis) each), stored in the config's
   weight layout. Drawn [in, out] and then permuted, so a seed gives the same weights in both."""
-  sizes = tuple(size for size, _ in inputs + outputs)
+  drawn = tuple(size for size, _ in inputs + outputs)
   axes = tuple(axis for _, axis in inputs + outputs)
   normal = nnx.initializers.normal(INIT_STD)
   if config.weight_layout == "in_out":
-    init = normal
-  else:
-    order = tuple(range(len(inputs), len(sizes))) + tuple(range(len(inputs)))
-    sizes, axes = tuple(sizes[i] for i in order), tuple(axes[i] for i in order)
-    init = lambda key, shape, dtype: jnp.transpose(
-        normal(key, tuple(shape[order.index(i)] for i in range(len(shape))), dtype), order)
-  return sharded_param(rngs, init, sizes, axes, jnp.dtype(config.param_dtype))
+    return sharded_param(rngs, normal, drawn, axes, jnp.dtype(config.param_dtype))
+  order = tuple(range(len(inputs), len(drawn))) + tuple(range(len(inputs)))
+  init = lambda key, shape, dtype: jnp.transpose(normal(key, drawn, dtype), order)
+  return sharded_param(rngs, init, tuple(drawn[i] for i in order), tuple(axes[i] for i in order),
+                       jnp.dtype(config.param_dtype))
 
 
 def project(x: jax.Array, weight: jax.Array, layout: str, input_axes: int = 1,
@@ -55,7 +53,7 @@ def project(x: jax.Array, weight: jax.Array, layout: str, input_axes: int = 1,
     ins, outs = weight.shape[:input_axes], weight.shape[input_axes:]
     matrix, spec = weight.reshape(math.prod(ins), -1), "...i,io->...o"
   else:
-    ins, outs = weight.shape[len(weight.shape) - input_axes:], weight.shape[:len(weight.shape) - input_axes]
+    ins, outs = weight.shape[weight.ndim - input_axes:], weight.shape[:weight.ndim - input_axes]
     matrix, spec = weight.reshape(-1, math.prod(ins)), "...i,oi->...o"
   lead = x.shape[:x.ndim - input_axes]
   y = jnp.einsum(spec, x.reshape(*lead, -1), matrix.astype(x.dtype), **einsum_kwargs)

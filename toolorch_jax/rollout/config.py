@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from toolorch_jax.config import ConfigError
-from toolorch_jax.model.config import WEIGHT_LAYOUTS
+from toolorch_jax.serving.engine_config import SERVED_LAYOUTS
 
 
 @dataclasses.dataclass
@@ -58,6 +58,6 @@ class RolloutConfig(EpisodeConfig):
         raise ConfigError(f"rollout.{name} must be >= 1, got {getattr(self, name)}")
     if self.prefix_store_rows < 0:
       raise ConfigError(f"rollout.prefix_store_rows must be >= 0, got {self.prefix_store_rows}")
-    if self.weight_layout not in ("model",) + WEIGHT_LAYOUTS:
-      raise ConfigError(f"rollout.weight_layout must be one of {('model',) + WEIGHT_LAYOUTS},"
-                        f" got '{self.weight_layout}'")
+    if self.weight_layout not in SERVED_LAYOUTS:
+      raise ConfigError(
+          f"rollout.weight_layout must be one of {SERVED_LAYOUTS}, got '{self.weight_layout}'")

@@ -184,14 +184,14 @@ class Engine(js.engine_api.Engine):
     source, self._update_treedef = jax.tree.flatten(nnx.state(model))
     self._update_shapes = [(a.shape, a.dtype, a.sharding) for a in source]
     source_layout, served_layout = model.config.weight_layout, config.served_layout(model.config)
+    self._relayout_fn = None
     if served_layout != source_layout:
       model = relayout(model, served_layout, mesh)
+      self._relayout_fn = jax.jit(lambda state: relayout_state(state, source_layout, served_layout),
+                                  out_shardings=[a.sharding for a in jax.tree.leaves(nnx.state(model))])
     self.model_config = model.config
     self._graphdef, params = nnx.split(model)
-    leaves, self._params_treedef = jax.tree.flatten(params)
-    self._relayout_fn = (None if served_layout == source_layout else jax.jit(
-        lambda state: relayout_state(state, source_layout, served_layout),
-        out_shardings=[a.sharding for a in leaves]))
+    self._params_treedef = jax.tree.structure(params)
     self._live = (params, version)  # swapped as one tuple: readers never see a half update
     self._update_lock = threading.Lock()
     self._slot_errors: dict[int, str] = {}
