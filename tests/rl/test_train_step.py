@@ -13,8 +13,9 @@ from toolorch_jax.model import MeshConfig, create_model, load_model_config, make
 from toolorch_jax.rl.batch import Sample, micro_batch_rows, pack
 from toolorch_jax.rl.config import TrainSection
 from toolorch_jax.rl.grpo import GRPOConfig
-from toolorch_jax.rl.train_step import (OptimConfig, TrainStep, build_optimizer, grpo_objective,
-                                        sft_objective)
+from toolorch_jax.rl.train_step import (CPU_COMPILER_OPTIONS, OptimConfig, TrainStep,
+                                        build_optimizer, grpo_objective, sft_objective,
+                                        step_compiler_options)
 
 CONFIG = load_model_config("tiny")
 
@@ -300,6 +301,20 @@ def test_ynn_dot_fusions_give_the_update_up_to_rounding():
                                   compiler_options=options)
   np.testing.assert_allclose(float(m_fused["loss"]), float(m_plain["loss"]), rtol=1e-5)
   assert_same_leaves(plain, fused)
+
+
+def test_the_cpu_default_scheduler_gives_the_update_to_the_bit():
+  # CPU_COMPILER_OPTIONS is on by default because it moves no bit of the update (bench/README.md)
+  assert step_compiler_options(None, "cpu") == CPU_COMPILER_OPTIONS
+  assert step_compiler_options(None, "tpu") is None
+  chosen = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_DEFAULT"}
+  assert step_compiler_options(chosen, "cpu") == chosen
+  tuned, m_tuned, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, lr=1.0)
+  plain, m_plain, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, lr=1.0,
+                                  compiler_options=chosen)
+  assert float(m_tuned["loss"]) == float(m_plain["loss"])
+  for a, b in zip(jax.tree.leaves(tuned), jax.tree.leaves(plain), strict=True):
+    assert np.array_equal(np.asarray(a), np.asarray(b))
 
 
 def test_an_unknown_compiler_option_names_the_config_key():

@@ -48,7 +48,8 @@ class TrainSection:
   # pack the samples' shared prefixes (a group's prompt, its identical first turns) once per row,
   # as prefix trees the attention mask keeps apart (rl.batch); false: every sample on its own
   share_prefixes: bool = True
-  # XLA options for the train step's programs only (`rl.train_step.TrainStep`), e.g. on CPU
+  # XLA options for the train step's programs only (`rl.train_step.TrainStep`), over its CPU
+  # defaults (`CPU_COMPILER_OPTIONS`), e.g. on CPU
   # {xla_cpu_experimental_ynn_fusion_type: "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
   compiler_options: dict[str, Any] = dataclasses.field(default_factory=dict)
   checkpoint_every: int = 1
