@@ -296,8 +296,11 @@ def test_the_generate_loop_survives_jetstreams_slot_race(tokenizer, tiny_config)
   client = EngineClient(driver)
   prompt = prompts(3, tokenizer.vocab_size, tokenizer.stop_ids)[2]
   try:
-    for _ in range(3):  # each request ends in one dispatch, while the generate thread waits
-      result = run(asyncio.wait_for(client.generate(prompt, 4, GREEDY), timeout=30))
+    # each request ends in one dispatch, while the generate thread waits; every slot it puts back
+    # idle can wait 2 s, so under a loaded test run a request may take many of them (it once timed
+    # out at 30 s in a `-n 2` run)
+    for _ in range(3):
+      result = run(asyncio.wait_for(client.generate(prompt, 4, GREEDY), timeout=120))
       assert result.token_ids == direct_greedy(model, prompt, 4, tokenizer.stop_ids)
   finally:
     driver.stop()
