@@ -102,9 +102,10 @@ CPU_COMPILER_OPTIONS = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPT
 
 
 def step_compiler_options(options: Mapping[str, Any] | None, platform: str) -> dict[str, Any] | None:
-  """`options` over the platform's defaults (`CPU_COMPILER_OPTIONS` on "cpu"), checked."""
+  """`options`, checked, over the platform's defaults (`CPU_COMPILER_OPTIONS` on "cpu"); only the
+  given ones are checked, so a step without any compiles nothing extra at start-up."""
   defaults = CPU_COMPILER_OPTIONS if platform == "cpu" else {}
-  return checked_compiler_options({**defaults, **(options or {})})
+  return {**defaults, **(checked_compiler_options(options) or {})} or None
 
 
 def checked_compiler_options(options: Mapping[str, Any] | None) -> dict[str, Any] | None:
