@@ -75,7 +75,7 @@ def sample_tokens(logits: jax.Array, temperature: jax.Array, top_k: jax.Array, t
   # A Gumbel draw per vocabulary entry and row is most of a small model's step: none when all
   # rows are greedy (their keys still advance, so what follows samples the same).
   sampled = jax.lax.cond(jnp.all(greedy), lambda: jnp.zeros(greedy.shape, jnp.int32),
-                         lambda: jax.vmap(categorical)(split[:, 1], scaled).astype(jnp.int32))
-  tokens = jnp.where(greedy, first_max_index(logits), sampled).astype(jnp.int32)
+                         lambda: jax.vmap(categorical)(split[:, 1], scaled))
+  tokens = jnp.where(greedy, first_max_index(logits), sampled)
   logprobs = jnp.take_along_axis(jax.nn.log_softmax(scaled, axis=-1), tokens[:, None], axis=-1)[:, 0]
   return tokens, logprobs, next_keys
