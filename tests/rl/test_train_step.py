@@ -13,8 +13,8 @@ from toolorch_jax.model import MeshConfig, create_model, load_model_config, make
 from toolorch_jax.rl.batch import Sample, micro_batch_rows, pack
 from toolorch_jax.rl.config import TrainSection
 from toolorch_jax.rl.grpo import GRPOConfig
-from toolorch_jax.rl.train_step import (CPU_COMPILER_OPTIONS, OptimConfig, TrainStep,
-                                        build_optimizer, grpo_objective, sft_objective,
+from toolorch_jax.rl.train_step import (CPU_COMPILER_OPTIONS, XLA_OWN_YNN_FUSIONS, OptimConfig,
+                                        TrainStep, build_optimizer, grpo_objective, sft_objective,
                                         step_compiler_options)
 
 CONFIG = load_model_config("tiny")
@@ -293,14 +293,28 @@ def test_compiler_options_reach_every_program_of_the_train_step(tmp_path):
     assert f"jit_{program}" in dumped, (program, dumped[:500])
 
 
-def test_ynn_dot_fusions_give_the_update_up_to_rounding():
-  # what bench/README measured on CPU: YNNPACK's dot fusions for the train step's programs
-  options = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
-  plain, m_plain, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, lr=1.0)
-  fused, m_fused, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, lr=1.0,
-                                  compiler_options=options)
+def test_the_cpu_default_ynn_dot_fusions_give_the_update_up_to_rounding():
+  # CPU_COMPILER_OPTIONS fuse each dot with its elementwise neighbours (YNNPACK): the update moves by
+  # rounding only, against XLA's own fusion list
+  own = {"xla_cpu_experimental_ynn_fusion_type": XLA_OWN_YNN_FUSIONS}
+  fused, m_fused, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, lr=1.0)
+  plain, m_plain, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, lr=1.0,
+                                  compiler_options=own)
   np.testing.assert_allclose(float(m_fused["loss"]), float(m_plain["loss"]), rtol=1e-5)
   assert_same_leaves(plain, fused)
+
+
+def test_xla_own_ynn_fusion_list_is_its_unset_default():
+  # the way back that rl/config.py documents is XLA's own choice: the same program as no option,
+  # while the CPU default changes it (a dot followed by elementwise ops)
+  def program(options):
+    step = jax.jit(lambda w, x: (x @ w) * x + 1.0, compiler_options=options or None)
+    text = step.lower(jnp.ones((64, 64)), jnp.ones((64, 64))).compile().as_text()
+    return text[text.index("\n%"):]  # past the module header, which names the options' hash
+  unset = program({})
+  own = {"xla_cpu_experimental_ynn_fusion_type": XLA_OWN_YNN_FUSIONS}
+  assert program(own) == unset
+  assert program(CPU_COMPILER_OPTIONS) != unset
 
 
 def test_the_cpu_default_scheduler_gives_the_update_to_the_bit():
@@ -308,7 +322,7 @@ def test_the_cpu_default_scheduler_gives_the_update_to_the_bit():
   assert step_compiler_options(None, "cpu") == CPU_COMPILER_OPTIONS
   assert step_compiler_options(None, "tpu") is None
   chosen = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_DEFAULT"}
-  assert step_compiler_options(chosen, "cpu") == chosen
+  assert step_compiler_options(chosen, "cpu") == {**CPU_COMPILER_OPTIONS, **chosen}
   tuned, m_tuned, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, lr=1.0)
   plain, m_plain, *_ = run_update(grpo_objective(GRPOConfig()), micro=2, lr=1.0,
                                   compiler_options=chosen)

@@ -49,8 +49,8 @@ class TrainSection:
   # as prefix trees the attention mask keeps apart (rl.batch); false: every sample on its own
   share_prefixes: bool = True
   # XLA options for the train step's programs only (`rl.train_step.TrainStep`), over its CPU
-  # defaults (`CPU_COMPILER_OPTIONS`), e.g. on CPU
-  # {xla_cpu_experimental_ynn_fusion_type: "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
+  # defaults (`CPU_COMPILER_OPTIONS`); e.g. back to XLA's own fusions on CPU: {
+  #   xla_cpu_experimental_ynn_fusion_type: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
   compiler_options: dict[str, Any] = dataclasses.field(default_factory=dict)
   checkpoint_every: int = 1
   keep_checkpoints: int = 3

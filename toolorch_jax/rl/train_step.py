@@ -97,8 +97,15 @@ def sft_objective(logp, entropy, mb):
 
 # XLA options every train-step program on CPU gets unless `compiler_options` sets them. The
 # memory-optimised scheduler gives the same update to the bit and a faster step (bench/README.md,
-# "Train step: XLA:CPU's memory-optimised scheduler"). Other backends get only what is asked for.
-CPU_COMPILER_OPTIONS = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
+# "Train step: XLA:CPU's memory-optimised scheduler"); YNNPACK's dot fusions (a dot with the
+# elementwise ops around it, in place of XLA's own list, `XLA_OWN_YNN_FUSIONS`, which decode keeps)
+# give the update up to rounding and a step up to 30% faster ("Train step: the YNN dot fusions by
+# default"). Other backends get only what is asked for.
+XLA_OWN_YNN_FUSIONS = "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"
+CPU_COMPILER_OPTIONS = {
+    "xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED",
+    "xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT,LIBRARY_FUSION_TYPE_REDUCE",
+}
 
 
 def step_compiler_options(options: Mapping[str, Any] | None, platform: str) -> dict[str, Any] | None:
